@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ import pytest
 
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
+from everos_reflect.markdown import settling
 from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.runtime import Runtime
 from tests.reflect_fixtures import ANDREW, add_episode, make_runtime, run_reflection, seed_pets
@@ -64,6 +67,19 @@ def merged_root(root: Path) -> tuple[Runtime, list[Entry], str]:
     [narrative] = [e for e in rt.store.entries(ANDREW, Kind.EPISODE)
                    if e.parent_type == "cluster"]
     return rt, sources, narrative.id
+
+
+@contextmanager
+def hand_edited_merge(root: Path, monkeypatch: pytest.MonkeyPatch
+                      ) -> Iterator[tuple[Runtime, str]]:
+    """:func:`merged_root`'s runtime and narrative id, each log taken as standing still at
+    once (a hand edit is synced without its settle wait); the runtime closed after."""
+    rt, _, narrative = merged_root(root)
+    monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 0)
+    try:
+        yield rt, narrative
+    finally:
+        rt.close()
 
 
 def narrative_cluster(rt: Runtime, narrative: str) -> str:

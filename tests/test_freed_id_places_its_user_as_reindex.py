@@ -11,14 +11,13 @@ from pathlib import Path
 import pytest
 
 from everos_reflect.index.sync import Indexer
-from everos_reflect.markdown import settling
 from everos_reflect.model import UserRef
 from tests.reflect_fixtures import ANDREW, add_episode
 from tests.test_cluster_history_as_reindex import (
     as_reindexed,
     cluster_tables,
     cut_by_hand,
-    merged_root,
+    hand_edited_merge,
     narrative_cluster,
 )
 
@@ -29,9 +28,7 @@ AARON = UserRef.of("u_aaron")  # taken before u_andrew by a rebuild
 
 def test_a_narrative_attached_to_a_freed_id_places_its_user_as_a_reindex(
         root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    rt, _, narrative = merged_root(root)
-    monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 0)
-    try:
+    with hand_edited_merge(root, monkeypatch) as (rt, narrative):
         cid = narrative_cluster(rt, narrative)
         dogs = add_episode(rt, ANDREW, "2026-09-10T10:00:00-07:00", "Andrew's two dogs",
                            "Andrew has two dogs now, Toby and Buddy, and walks both dogs.")
@@ -50,5 +47,3 @@ def test_a_narrative_attached_to_a_freed_id_places_its_user_as_a_reindex(
         assert placed[narrative] == cid
         assert placed[dogs.id] == cid  # like the narrative: its cluster, as rebuilt
         assert cluster_tables(rt) == as_reindexed(rt, tmp_path / "freed")
-    finally:
-        rt.close()

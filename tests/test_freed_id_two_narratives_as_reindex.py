@@ -10,14 +10,13 @@ from pathlib import Path
 import pytest
 
 from everos_reflect.index.sync import Indexer
-from everos_reflect.markdown import settling
 from everos_reflect.model import UserRef
 from tests.reflect_fixtures import ANDREW, add_episode
 from tests.test_cluster_history_as_reindex import (
     as_reindexed,
     cluster_tables,
     cut_by_hand,
-    merged_root,
+    hand_edited_merge,
     narrative_cluster,
 )
 
@@ -28,9 +27,7 @@ BOB = UserRef.of("u_bob")
 
 def test_two_narratives_naming_a_freed_id_are_both_attached_as_a_reindex(
         root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    rt, _, narrative = merged_root(root)
-    monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 0)
-    try:
+    with hand_edited_merge(root, monkeypatch) as (rt, narrative):
         cid = narrative_cluster(rt, narrative)
         older, newer = (add_episode(rt, BOB, f"2026-10-0{d}T10:00:00+00:00", "Bob's dogs",
                                     f"Bob has two dogs and walks them, day {d}.",
@@ -48,5 +45,3 @@ def test_two_narratives_naming_a_freed_id_are_both_attached_as_a_reindex(
             "SELECT user_id, consolidated_entry_id FROM clusters WHERE cluster_id=?",
             (cid,))] == [("u_bob", newer.id)]
         assert cluster_tables(rt) == as_reindexed(rt, tmp_path / "freed")
-    finally:
-        rt.close()

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from everos_reflect.index.sync import Indexer
-from everos_reflect.markdown import settling
 from tests.reflect_fixtures import ANDREW
-from tests.test_cluster_history_as_reindex import as_reindexed, cluster_tables, merged_root
+from tests.test_cluster_history_as_reindex import as_reindexed, cluster_tables, hand_edited_merge
 
 pytestmark = pytest.mark.usefixtures("settle_at_once")
 
@@ -20,9 +19,7 @@ pytestmark = pytest.mark.usefixtures("settle_at_once")
 @pytest.mark.parametrize("toward", ["no entry", "itself"])
 def test_a_narrative_archived_and_revived_by_hand_is_attached_as_a_reindex_attaches_it(
         root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toward: str) -> None:
-    rt, _, narrative = merged_root(root)
-    monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 0)
-    try:
+    with hand_edited_merge(root, monkeypatch) as (rt, narrative):
         before = cluster_tables(rt)
         path = rt.store.path_for_id(ANDREW, narrative)
         text = path.read_text()
@@ -39,5 +36,3 @@ def test_a_narrative_archived_and_revived_by_hand_is_attached_as_a_reindex_attac
         assert [(c[0], c[7]) for c in after["clusters"]] == [(c[0], c[7])
                                                              for c in before["clusters"]]
         assert after == as_reindexed(rt, tmp_path / "revived")
-    finally:
-        rt.close()

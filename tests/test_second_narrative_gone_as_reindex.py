@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 
 from everos_reflect.index.sync import Indexer
-from everos_reflect.markdown import settling
 from tests.reflect_fixtures import ANDREW, add_episode
 from tests.test_cluster_history_as_reindex import (
     as_reindexed,
     cluster_tables,
     cut_by_hand,
-    merged_root,
+    hand_edited_merge,
     narrative_cluster,
 )
 
@@ -26,9 +25,7 @@ pytestmark = pytest.mark.usefixtures("settle_at_once")
 @pytest.mark.parametrize("how", ["deleted", "archived toward no entry"])
 def test_the_newer_of_two_narratives_gone_leaves_the_other_consolidating_as_a_reindex(
         root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
-    rt, _, narrative = merged_root(root)
-    monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 0)
-    try:
+    with hand_edited_merge(root, monkeypatch) as (rt, narrative):
         cid = narrative_cluster(rt, narrative)
         later = add_episode(rt, ANDREW, "2026-11-20T10:00:00+00:00", "Andrew's dogs",
                             "Andrew has two dogs, Toby and Buddy, and walks them daily.",
@@ -48,5 +45,3 @@ def test_the_newer_of_two_narratives_gone_leaves_the_other_consolidating_as_a_re
             "SELECT consolidated_entry_id FROM clusters WHERE cluster_id=?", (cid,))] == [
             narrative]
         assert cluster_tables(rt) == as_reindexed(rt, tmp_path / "gone")
-    finally:
-        rt.close()
