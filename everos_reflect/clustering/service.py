@@ -352,6 +352,10 @@ class _Write:
         #: narratives naming one are attached before COMMIT (:meth:`ClusterService.
         #: _attach_freed`), once every sync of the transaction is in
         self.freed: set[str] = set()
+        #: per cluster id, the clusters (per user) a rename to it was denied because another
+        #: user's cluster held it: asked again once that one lets it go
+        #: (:meth:`ClusterService._rename_for_founder`)
+        self.denied: dict[str, dict[UserRef, set[str]]] = {}
         #: users whose Episodes are placed as a rebuild places them once this transaction
         #: is committed (:meth:`ClusterService._attach_narrative`)
         self.place: set[UserRef] = set()
@@ -737,6 +741,9 @@ class ClusterService:
                         while session.founders:
                             ref, cids = session.founders.popitem()
                             self._rename_for_founders(session, ref, cids)
+                        for cid in sorted(session.denied.keys() & session.freed):
+                            for ref, cids in session.denied.pop(cid).items():
+                                session.founders.setdefault(ref, set()).update(cids)
                         if not session.freed:  # a rename or a history move freed an id
                             break
                     session.finish()
@@ -1865,9 +1872,17 @@ class ClusterService:
         trace of which Episode once founded a cluster. Audit rows (``reflection_report``)
         keep the id they named: they are history. A consolidated cluster keeps the id its
         narrative's ``parent_id`` names, as a rebuild does, and so does one that holds a
-        live narrative (an undo attaches it again). Returns its id, None if it is gone."""
-        row = conn.execute(f"SELECT cluster_key, consolidated_entry_id FROM clusters "
-                           f"WHERE {_BY_ID}", (cluster_id,)).fetchone()
+        live narrative (an undo attaches it again). Returns its id, None if it is gone.
+
+        ``ref``'s cluster, looked up with its user: another user's may hold the id too for
+        a moment (below). It takes no id another user's cluster holds; one it was denied so
+        is asked again once that cluster lets it go, in the same transaction
+        (:attr:`_Write.denied`). Looked up by id alone, a user's cluster gone from under an
+        id another user's had just taken back was that one, renamed after the wrong user."""
+        row = conn.execute(f"SELECT cluster_key, consolidated_entry_id FROM clusters WHERE "
+                           f"cluster_key IN {CLUSTER_KEY_OF_ID} AND app_id=? AND project_id=? "
+                           "AND user_id=?", (cluster_id, ref.app, ref.project,
+                                             ref.user_id)).fetchone()
         if row is None:
             return None
         key = row["cluster_key"]
@@ -1888,7 +1903,12 @@ class ClusterService:
                 if cid == cluster_id:
                     return cluster_id
                 if cid not in st:
-                    break
+                    if not conn.execute(
+                            f"SELECT 1 FROM clusters WHERE cluster_key IN {CLUSTER_KEY_OF_ID} "
+                            "AND NOT (app_id=? AND project_id=? AND user_id=?) LIMIT 1",
+                            (cid, ref.app, ref.project, ref.user_id)).fetchone():
+                        break
+                    conn.denied.setdefault(cid, {}).setdefault(ref, set()).add(cluster_id)
             attempt += 1
         conn.execute("UPDATE clusters SET cluster_id=? WHERE cluster_key=?", (cid, key))
         conn.execute("UPDATE cluster_members SET cluster_id=? WHERE cluster_key=?", (cid, key))
