@@ -1533,18 +1533,17 @@ class ClusterService:
         return any(self._vectors(other, ids) for other, ids in by_user.items())
 
     def _attach_freed(self, conn: _Write) -> None:
-        """Attach the live narratives, of any user, that name a cluster id this transaction
-        freed and no cluster holds now, as a rebuild attaches them (users in sorted order, as
-        it takes them). One found naming a cluster another user held was attached nowhere:
-        its log moved by hand into another user's folder, or the user's folder renamed,
-        while the old log was still indexed. The old user's cluster goes when that log is
-        dropped, in the same flush or in any later one (watcher events seconds apart, a
-        renamed folder that had not yet stood still). Every live narrative of the user that
-        takes an id is attached to it, the newest consolidating it, as a rebuild seeds the
-        cluster with the newest and attaches the others (the first alone was, and the others
-        stayed in no cluster), and the user's Episodes are placed as a rebuild places them
-        once the transaction is committed. Until no id is freed (an attach may free
-        another)."""
+        """Attach the live narratives, of any user, that name a cluster id this transaction freed
+        and no cluster of another user holds now, as a rebuild attaches them (users in sorted order,
+        as it takes them). One found naming a cluster another user held was attached nowhere: its
+        log moved by hand into another user's folder, or the user's folder renamed, while the old
+        log was still indexed. The old user's cluster goes when that log is dropped, in the same
+        flush or in any later one (watcher events seconds apart, a renamed folder that had not yet
+        stood still). Every live narrative of the user that takes an id is attached to it, the
+        newest consolidating it, as a rebuild seeds the cluster with the newest and attaches the
+        others (the first alone was, and the others stayed in no cluster), and the user's Episodes
+        are placed as a rebuild places them once the transaction is committed. Until no id is freed
+        (an attach may free another)."""
         tried: set[str] = set()  # an id is looked up once (a narrative refused re-adds it)
         while conn.freed - tried:
             freed, conn.freed = sorted(conn.freed - tried), set()
@@ -1556,33 +1555,41 @@ class ClusterService:
                     "SELECT app_id, project_id, user_id, id, ts, parent_id, text_hash "
                     f"FROM entries WHERE parent_type='cluster' AND parent_id IN ({marks}) "
                     "AND kind='episode' AND deprecated_by IS NULL", chunk).fetchall()
-            held = {cid for cid in {r["parent_id"] for r in found} if conn.execute(
-                f"SELECT 1 FROM clusters WHERE {_BY_ID}", (cid,)).fetchone()}
+            # the user whose cluster holds each id now: one of theirs may have taken it in
+            # this transaction, synced after the other user's log was dropped, and their
+            # narratives passed over while the other held it are attached to it too
+            held: dict[str, UserRef | None] = {}
+            for cid in sorted({r["parent_id"] for r in found}):
+                holder = conn.execute("SELECT app_id, project_id, user_id FROM clusters "
+                                      f"WHERE {_BY_ID}", (cid,)).fetchone()
+                if holder is not None:
+                    held[cid] = UserRef(holder[0], holder[1], holder[2])
             by_user: dict[UserRef, list[sqlite3.Row]] = {}
             for r in sorted(found, key=itemgetter("app_id", "project_id", "user_id", "id")):
-                if r["parent_id"] not in held:
-                    by_user.setdefault(UserRef(r["app_id"], r["project_id"], r["user_id"]),
-                                       []).append(r)
+                user = UserRef(r["app_id"], r["project_id"], r["user_id"])
+                if held.get(r["parent_id"], user) == user:
+                    by_user.setdefault(user, []).append(r)
             for ref, rows in by_user.items():
                 ids = [r["id"] for r in rows]
                 placed = self._member_rows(conn, ref, ids)
-                rows = [r for r in rows if r["id"] not in placed and r["parent_id"] not in held]
+                rows = [r for r in rows if r["id"] not in placed
+                        and held.get(r["parent_id"], ref) == ref]
                 vectors = self._vectors(ref, [r["id"] for r in rows])
                 at = self._consolidated_times(ref, [r["id"] for r in rows if r["id"] in vectors])
-                taken: set[str] = set()  # the ids this user's narratives took here
                 for r in rows:
                     cid = r["parent_id"]
-                    if r["id"] in vectors and (cid not in held or cid in taken):
+                    if r["id"] in vectors and held.get(cid, ref) == ref:
                         if self._attach_narrative(conn, ref, r["id"], cid,
                                                   normalize(vectors[r["id"]]),
                                                   entry_epoch(r["id"], r["ts"]),
                                                   r["text_hash"],
                                                   at[r["id"]]) != "foreign-cluster":
-                            taken.add(cid)
                             # a rebuild seeds its cluster before placing any Episode: one
                             # like it, placed while another user held the id, joins it
                             conn.place.add(ref)
-                        held.add(cid)
+                            held[cid] = ref
+                        else:
+                            held[cid] = None  # another user's: no narrative takes it here
         conn.freed.clear()
 
     def _newer_than(self, conn: _Write, cid: str, a: str, b: str) -> bool:
