@@ -6,16 +6,20 @@ consolidating the cluster)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
 from everos_reflect.index.sync import Indexer
-from everos_reflect.markdown import settling
 from everos_reflect.model import UserRef
 from tests.reflect_fixtures import ANDREW, add_episode
-from tests.test_cluster_history_as_reindex import as_reindexed, cluster_tables, merged_root
+from tests.test_cluster_history_as_reindex import (
+    as_reindexed,
+    cluster_tables,
+    cut_by_hand,
+    hand_edited_merge,
+    narrative_cluster,
+)
 
 pytestmark = pytest.mark.usefixtures("settle_at_once")
 
@@ -24,24 +28,17 @@ BOB = UserRef.of("u_bob")
 
 def test_a_narrative_passed_over_is_attached_when_its_user_took_the_freed_id(
         root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    rt, _, narrative = merged_root(root)
-    monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 0)
-    try:
-        [cid] = [r[0] for r in rt.db().execute(
-            "SELECT cluster_id FROM clusters WHERE consolidated_entry_id=?", (narrative,))]
+    with hand_edited_merge(root, monkeypatch) as (rt, narrative):
+        cid = narrative_cluster(rt, narrative)
         passed_over, taker = (add_episode(rt, BOB, f"2026-10-0{d}T10:00:00+00:00", "Bob's dogs",
                                     f"Bob has two dogs and walks them, day {d}.",
                                     parent_type="cluster", parent_id=cid) for d in (2, 1))
         Indexer(rt).sync_path(rt.store.path_for_id(BOB, passed_over.id))  # Andrew holds the id
 
-        path = rt.store.path_for_id(ANDREW, narrative)  # Andrew's narrative deleted by hand
-        block = rf"<!-- entry:{narrative} -->.*?<!-- /entry:{narrative} -->\n"
-        path.write_text(re.sub(block, "", path.read_text(), flags=re.S))
+        path = cut_by_hand(rt, ANDREW, narrative)  # Andrew's narrative deleted by hand
         Indexer(rt).sync_paths([path, rt.store.path_for_id(BOB, taker.id)])
 
         assert {r[0]: r[1] for r in rt.db().execute(
             "SELECT entry_id, cluster_id FROM cluster_members WHERE user_id='u_bob'")} == {
             passed_over.id: cid, taker.id: cid}
         assert cluster_tables(rt) == as_reindexed(rt, tmp_path / "freed")
-    finally:
-        rt.close()
