@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import MarkdownError, UnknownEntry
 from everos_reflect.markdown.parser import is_entry_id
-from everos_reflect.model import MAX_LISTED_EVIDENCE, EntryId, Kind, UserRef, id_order
+from everos_reflect.model import (
+    MAX_LISTED_EVIDENCE,
+    EntryId,
+    Kind,
+    UserRef,
+    id_order,
+    meta_text,
+)
 from everos_reflect.provenance import provenance
 from everos_reflect.strategies.beliefs import instant, plain
 from everos_reflect.strategies.provenance import evidence_of, status_of
@@ -48,13 +55,14 @@ def insight_dict(entry: Entry) -> dict[str, Any]:
         "kind": entry.kind.value,
         "timestamp": entry.timestamp.isoformat() if entry.timestamp else None,
         "text": entry.content,
-        "question": plain(meta.get("question")),
+        # one piece of text each: a list or mapping by hand is none (lint names it)
+        "question": meta_text(meta.get("question")),
         "evidence": evidence[:MAX_LISTED_EVIDENCE],
         "evidence_count": len(evidence),
         "depth": plain(meta.get("depth")),
         "importance": plain(meta.get("importance")),
         "status": status_of(entry),
-        "stale_reason": plain(meta.get("stale_reason")),
+        "stale_reason": meta_text(meta.get("stale_reason")),
         "insight_type": plain(meta.get("insight_type")),
         "provider": plain(meta.get("provider")),
         "deprecated_by": entry.deprecated_by,
