@@ -51,6 +51,7 @@ from everos_reflect.model import (
     Kind,
     UserRef,
     blank,
+    format_timestamp,
     id_items,
     json_got,
     must_not_be_empty,
@@ -246,6 +247,10 @@ def lesson_task_types(runtime: Runtime, ref: UserRef) -> list[str]:
 
 
 def _stamp(entry: Entry) -> str | None:
+    """``entry``'s timestamp as the index and every other item has it (ISO 8601): the YAML
+    datetime's ``str`` served each conviction as "2026-10-08 10:00:00+00:00"."""
+    if entry.timestamp is not None:
+        return format_timestamp(entry.timestamp, fraction=True)
     value = entry.meta.get("timestamp")
     return str(value) if value is not None else None
 
