@@ -111,3 +111,20 @@ def test_a_conviction_key_longer_than_a_configured_key_may_be_is_named(rt: Runti
         f"entry {longer}: key '{'k' * 60}…' (65 characters) is not a key update_worldview "
         "writes (a letter, then at most 63 letters, digits, _ or -): no run revises this "
         "conviction, as ome.toml's keys cannot name it"]
+
+
+def test_an_evidence_hash_that_is_no_mapping_is_named(rt: Runtime) -> None:
+    listed = _record(rt, Kind.INSIGHT, "Andrew likes animals.", evidence_hash=["a", "b"])
+    number = _record(rt, Kind.LESSON, "Check the logs first.", task_type="deploy",
+                     evidence=["tk_20261012_0001"], evidence_hash=7)
+    kept = _record(rt, Kind.INSIGHT, "Andrew likes dogs.",
+                   evidence_hash=dict.fromkeys(EVIDENCE, "h"))
+
+    found = _problems(rt)
+    assert [m.split(": ", 1)[1] for m in found[listed]] == [
+        f"entry {listed}: evidence_hash ['a', 'b'] is not a mapping of each cited id to its "
+        "hash (read as none: an edit of a record it cites is not noticed)"]
+    assert [m.split(": ", 1)[1] for m in found[number]] == [
+        f"entry {number}: evidence_hash 7 is not a mapping of each cited id to its hash (read "
+        "as none: an edit of a record it cites is not noticed)"]
+    assert kept not in found

@@ -92,8 +92,9 @@ SCHEMA_VERSION = 1
 #: insight's insight_type that is neither reflection nor reconciliation, and a relation's
 #: relation_type that is not self_contradiction, warned of; 8: a derived record's
 #: stale_reason or an insight's question that is no text, and a conviction's key that no
-#: ``keys`` of ome.toml can name (a control character, over 64 characters), warned of.
-PARSER_VERSION = 8
+#: ``keys`` of ome.toml can name (a control character, over 64 characters), warned of; 9: a
+#: derived record's evidence_hash that is no mapping warned of.
+PARSER_VERSION = 9
 
 #: What the parser says of a log with nothing but white space in it (``> log``, a save cut
 #: short by a full disk): it holds no entry, so the index drops what it held (as a
@@ -1350,6 +1351,14 @@ class _Parser:
                 self.report(key_line(key), f"entry {eid}: {key} holds {quoted_value(odd)}, "
                             "which is no entry id (e.g. ep_20261012_0001): it cites nothing",
                             "warning")
+        hashes = meta.get("evidence_hash")
+        if eid.kind.derived and hashes is not None and not isinstance(hashes, dict):
+            # read as no hash at all (provenance.evidence_hashes): an edit of a cited record
+            # went unnoticed, the record never went stale for it, and lint said nothing
+            self.report(key_line("evidence_hash"), f"entry {eid}: evidence_hash "
+                        f"{quoted_value(hashes)} is not a mapping of each cited id to its "
+                        "hash (read as none: an edit of a record it cites is not noticed)",
+                        "warning")
         if "importance" in meta:
             value = meta["importance"]
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10:
