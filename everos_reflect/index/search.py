@@ -48,8 +48,8 @@ from everos_reflect.problem_words import one_of
 from everos_reflect.procedural.lessons import (
     LIVE_STATUSES,
     lesson_status,
-    read_lesson,
-    served,
+    rivals_decide,
+    served_statuses,
 )
 from everos_reflect.typed_numbers import whole_value_problem
 
@@ -376,25 +376,15 @@ def _with_status(runtime: Runtime, hits: list[SearchHit], include_stale: bool) -
         # as the briefing serves it: `status: Active` was left out of a search as stale
         hit.status = (lesson_status(entry.id, entry.meta) if entry.kind is Kind.LESSON
                       else served_status(entry.meta))  # a lesson naming no rival: active
-        if hit.status == "contested" and entry.meta.get("contested_with") is not None:
+        if entry.kind is Kind.LESSON and rivals_decide(entry.id, entry.meta):
             # its rivals as `lessons` and the briefing read them: a task id or a lesson
             # deleted or retired by hand is no rival (searched, it was served as contested)
             if ref not in rivals_read:
-                rivals_read[ref] = _served_lesson_statuses(runtime, ref)
+                rivals_read[ref] = served_statuses(runtime.store, ref)
             hit.status = rivals_read[ref].get(hit.id, hit.status)
         if include_stale or hit.status in _SERVED.get(hit.kind, _ACTIVE):
             kept.append(hit)
     return kept
-
-
-def _served_lesson_statuses(runtime: Runtime, ref: UserRef) -> dict[str, str]:
-    """Each lesson of ``ref`` by id with its status as :func:`served` reads it (against the
-    user's other lessons); empty when the lessons cannot be read (each hit keeps its own)."""
-    try:
-        lessons = [read_lesson(e) for e in runtime.store.entries(ref, Kind.LESSON)]
-    except (EverosError, OSError):
-        return {}
-    return {x.id: x.status for x in served(lessons)}
 
 
 def _search_kind(
