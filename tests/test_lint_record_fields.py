@@ -128,3 +128,19 @@ def test_an_evidence_hash_that_is_no_mapping_is_named(rt: Runtime) -> None:
         f"entry {number}: evidence_hash 7 is not a mapping of each cited id to its hash (read "
         "as none: an edit of a record it cites is not noticed)"]
     assert kept not in found
+
+
+def test_a_relation_resolution_that_is_no_text_is_read_as_none_and_named(rt: Runtime) -> None:
+    first = _record(rt, Kind.CONVICTION, "Andrew plans ahead.", key="identity", depth=2)
+    second = _record(rt, Kind.CONVICTION, "Andrew improvises.", key="strategy", depth=2)
+    edge = _record(rt, Kind.RELATION, "A clash.", evidence=[first, second], depth=3,
+                   between=[first, second], relation_type="self_contradiction",
+                   status="resolved", resolution={"by": "hand"})
+
+    out = CliRunner().invoke(cli, ["relations", "--user", "u1", "--json",
+                                   "--root", str(rt.root)])
+    assert out.exit_code == 0, out.output
+    assert [r["resolution"] for r in json.loads(out.output)["relations"]] == [None]
+    assert [m.split(": ", 1)[1] for m in _problems(rt)[edge]] == [
+        f"entry {edge}: resolution is a YAML mapping, not one value: it is ignored (shown as "
+        "none)"]

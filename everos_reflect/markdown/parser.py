@@ -93,7 +93,8 @@ SCHEMA_VERSION = 1
 #: relation_type that is not self_contradiction, warned of; 8: a derived record's
 #: stale_reason or an insight's question that is no text, and a conviction's key that no
 #: ``keys`` of ome.toml can name (a control character, over 64 characters), warned of; 9: a
-#: derived record's evidence_hash that is no mapping warned of.
+#: derived record's evidence_hash that is no mapping, and a relation's resolution that is no
+#: text, warned of.
 PARSER_VERSION = 9
 
 #: What the parser says of a log with nothing but white space in it (``> log``, a save cut
@@ -1577,13 +1578,13 @@ def _id_list_shape(value: object) -> str:
 TEXT_KEYS = ("session_id", "parent_id", "task_type")
 
 #: A derived record's text-valued keys a person may write (SPEC §10: ``stale_reason``, an
-#: insight's ``question``), named as :data:`TEXT_KEYS` are when YAML reads them as no text:
-#: ``question: [a, b]`` was answered by ``insights`` as a list, ``stale_reason: 42`` as a
-#: number, and lint said nothing.
+#: insight's ``question``, a relation's ``resolution``), named as :data:`TEXT_KEYS` are when
+#: YAML reads them as no text: ``question: [a, b]`` was answered by ``insights`` as a list,
+#: ``stale_reason: 42`` as a number, and lint said nothing.
 _RECORD_TEXT_KEYS: dict[Kind, tuple[str, ...]] = {
     Kind.INSIGHT: ("question", "stale_reason"),
     Kind.CONVICTION: ("stale_reason",),
-    Kind.RELATION: ("stale_reason",),
+    Kind.RELATION: ("stale_reason", "resolution"),
     Kind.LESSON: ("stale_reason",),
 }
 
