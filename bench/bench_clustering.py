@@ -26,8 +26,9 @@ EverAlgo is loaded from its unpacked wheel, never installed:
     python -m zipfile -e ea/everalgo_clustering-0.2.1-py3-none-any.whl ea/site
     python bench/bench_clustering.py LOCOMO_JSON --everalgo ea/site [--scales 20 100 184]
 
-``--rule-only N`` times the rule in memory alone (``assign_run`` per run, nothing persisted),
-N times per stream: the figure a change to the rule moves, without SQLite's noise.
+``--rule-only N`` times the rule in memory alone (``assign_run`` per run with the join of a
+fact's newer version, as the service asks it; nothing persisted), N times per stream: the
+figure a change to the rule moves, without SQLite's noise.
 ``--persisted-only N`` times ours alone, persisted, 256 per transaction, N times per stream
 (least, median, each run, and the clusters' digest): two trees compared in one job.
 """
@@ -58,9 +59,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import locomo_episodes as lm
 
 from everos_reflect.clustering.matrix import ClusterRow, UserClusters
-from everos_reflect.clustering.online import normalize, normalize_rows
-from everos_reflect.clustering.service import ClusterService
+from everos_reflect.clustering.online import VERSION_FLOOR, Decision, normalize, normalize_rows
+from everos_reflect.clustering.service import (
+    ClusterService,
+    _holds_earlier_version,
+    _VersionReads,
+)
 from everos_reflect.index import db as dbmod
+from everos_reflect.llm.extractive import tells_change
 from everos_reflect.model import Entry, Kind, UserRef, format_timestamp
 from everos_reflect.settings import Settings
 
@@ -181,6 +187,11 @@ class _Vectors:
         return {i: self.data[(ref, i)] for i in ids if (ref, i) in self.data}
 
 
+#: ``PRAGMA`` statements run on ``system.db`` once it is opened (``--pragma``): settings of
+#: :func:`everos_reflect.index.db.connect` measured in place, with nothing else changed
+PRAGMAS: list[str] = []
+
+
 class _Runtime:
     """What ClusterService needs: settings, ``db()`` on a real system.db, stored vectors."""
 
@@ -193,6 +204,8 @@ class _Runtime:
     def db(self) -> sqlite3.Connection:
         if self._conn is None:
             self._conn = dbmod.connect(self.root)
+            for pragma in PRAGMAS:
+                self._conn.execute(f"PRAGMA {pragma}").fetchall()
         return self._conn
 
 
@@ -357,9 +370,16 @@ def run_memory_only(items: Sequence[Item], settings: Settings) -> tuple[float, l
 
 def run_memory_runs(items: Sequence[Item], settings: Settings) -> tuple[float, list[str]]:
     """The batch path on :class:`UserClusters` alone: per chunk of ``BATCH`` and owner, one
-    ``assign_run`` (what ``on_entries_indexed`` does before its writes). CPU seconds, labels."""
+    ``assign_run`` (what ``on_entries_indexed`` does before its writes), with the join of a
+    fact's newer version the service asks inside the run (``version_of``: the word gate,
+    then :meth:`UserClusters.choose_version` over the members' texts, here held in memory
+    as ``recluster`` holds them, where the service reads them from SQLite), so the rule
+    timed is the rule the service runs. CPU seconds, labels."""
     cfg = settings.clustering
+    window = cfg.time_window_days * DAY
     states: dict[str, UserClusters] = {}
+    #: per owner and cluster, its members' ``(epoch, id, text)`` (``_Rebuild.episodes``)
+    members: dict[str, dict[str, list[tuple[float, str, str]]]] = {}
     labels: list[str] = []
     t0 = time.process_time()
     for start in range(0, len(items), BATCH):
@@ -369,11 +389,39 @@ def run_memory_runs(items: Sequence[Item], settings: Settings) -> tuple[float, l
         placed: dict[str, str] = {}
         for owner, owned in by_owner.items():
             st = states.setdefault(owner, UserClusters())
+            episodes = members.setdefault(owner, {})
+            units = normalize_rows(np.stack([i.vector for i in owned]))
+            kept = 0
+
+            def keep(upto: int, done: Sequence[tuple[str, float | None, str]],
+                     owned: list[Item] = owned, episodes: dict[str, Any] = episodes) -> None:
+                nonlocal kept
+                for i, (cid, _, _) in zip(owned[kept:upto], done[kept:upto], strict=True):
+                    episodes.setdefault(cid, []).append((i.ts, i.eid, i.text))
+                kept = max(kept, upto)
+
+            def version_of(q: int, done: list[tuple[str, float | None, str]],
+                           owned: list[Item] = owned, st: UserClusters = st,
+                           units: np.ndarray = units,
+                           episodes: dict[str, Any] = episodes) -> Decision | None:
+                it = owned[q]
+                if not tells_change(it.text):
+                    return None
+                keep(q, done)
+                reads = _VersionReads()
+                return st.choose_version(
+                    units[q], it.ts, window_seconds=window, floor=VERSION_FLOOR,
+                    holds_partner=lambda c: _holds_earlier_version(
+                        episodes.get(c, ()), (it.ts, it.eid), it.text, window, reads))
+
             out = st.assign_run(
-                normalize_rows(np.stack([i.vector for i in owned])), [i.ts for i in owned],
+                units, [i.ts for i in owned],
                 lambda q, owned=owned, owner=owner: f"{owner}/{owned[q].eid}",
-                threshold=cfg.threshold, window_seconds=cfg.time_window_days * DAY,
-                rejoin_threshold=cfg.rejoin_threshold)
+                threshold=cfg.threshold, window_seconds=window,
+                rejoin_threshold=cfg.rejoin_threshold,
+                member_threshold=cfg.member_threshold, version_of=version_of,
+                version_floor=VERSION_FLOOR)
+            keep(len(owned), out)
             placed.update((i.eid, cid) for i, (cid, _, _) in zip(owned, out, strict=True))
         labels += [placed[it.eid] for it in items[start:start + BATCH]]
     return time.process_time() - t0, labels
@@ -452,9 +500,11 @@ def report(name: str, items: list[Item], settings: Settings, ea: Any | None,
           f"persisted {adjusted_rand_score(mem_labels, batched['labels']):.4f})")
     run_seconds, run_labels = _median_run(
         [_out_of_gc(run_memory_runs, items, settings) for _ in range(repeat)], lambda r: r[0])
+    same = adjusted_rand_score(run_labels, batched["labels"])
     print(f"  ours, rule in memory, as runs {_us(run_seconds / len(items))} per assignment   "
-          f"{len(set(run_labels)):,} clusters   (assign_run per {BATCH} and owner; ARI vs "
-          f"one by one {adjusted_rand_score(mem_labels, run_labels):.4f})")
+          f"{len(set(run_labels)):,} clusters   (assign_run per {BATCH} and owner, the version "
+          f"join included; ARI vs persisted {same:.4f}"
+          f", vs one by one {adjusted_rand_score(mem_labels, run_labels):.4f})")
     if ea is not None:
         seconds, labels = _median_run(
             [_out_of_gc(run_everalgo, ea, items, cfg.threshold, cfg.time_window_days)
@@ -478,20 +528,27 @@ def report(name: str, items: list[Item], settings: Settings, ea: Any | None,
 def rule_only(locomo: str, cache: Path | None, scales: Sequence[int], settings: Settings,
               runs: int) -> int:
     """``--rule-only``: :func:`run_memory_runs` ``runs`` times on LoCoMo and each scale,
-    CPU-µs per Episode (least, then each run) and a digest of the labels."""
+    CPU-µs per Episode (least, median, each run), a digest of the labels and their adjusted
+    Rand index against the service's clusters of the same stream."""
     base, _ = locomo_stream(locomo, cache)
-    gc.collect()
-    gc.freeze()
     for scale in [0, *scales]:
         items = one_owner_stream(base, scale) if scale else base
+        # the service's clusters on the same stream (untimed): the same rule gives the same
+        # partition (run_ours lets the harness back into the collector: out again after)
+        service_labels = run_ours(items, settings, BATCH)["labels"]
+        gc.collect()
+        gc.freeze()
         figures, labels = [], []
         for _ in range(runs):
             seconds, labels = run_memory_runs(items, settings)
             figures.append(seconds / len(items) * 1e6)
+        same = adjusted_rand_score(labels, service_labels)
         name = f"one owner x{scale}" if scale else "LoCoMo"
-        print(f"{name}: rule in memory, as runs: least {min(figures):.1f} CPU-µs per Episode "
+        print(f"{name}: rule in memory, as runs: least {min(figures):.1f}, median "
+              f"{statistics.median(figures):.1f} CPU-µs per Episode "
               f"(runs: {', '.join(f'{f:.1f}' for f in figures)}); labels "
-              f"{hashlib.sha256(repr(labels).encode()).hexdigest()[:16]}")
+              f"{hashlib.sha256(repr(labels).encode()).hexdigest()[:16]}, ARI vs the "
+              f"service's {same:.4f}")
     return 0
 
 
@@ -547,7 +604,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--persisted-only", type=int, default=0, metavar="N",
                         help="only ours, persisted, 256 per transaction, N times per stream: "
                              "the least, the median and every figure, and the clusters' digest")
+    parser.add_argument("--pragma", action="append", default=[], metavar="NAME=VALUE",
+                        help="run PRAGMA NAME=VALUE on system.db once opened (repeatable): "
+                             "a setting of index/db.py's connect measured in place")
     args = parser.parse_args(argv)
+    PRAGMAS[:] = args.pragma
+    if args.pragma:
+        print(f"pragmas: {', '.join(args.pragma)}")
     settings = Settings()
     settings = replace(settings, clustering=replace(settings.clustering,
                                                     member_threshold=args.member_threshold))

@@ -8,7 +8,7 @@ includes what it calls: ``assign_run`` holds ``tells_change`` and ``_version_joi
 counters add ~0.5 µs a call of their own, so a step called per Episode reads high by that.
 
     python bench/clustering_split.py LOCOMO_JSON --vectors-cache vecs.npy [--scale 20] \
-        [--without-version-trigger]
+        [--without-version-trigger] [--count-near]
 """
 
 from __future__ import annotations
@@ -119,6 +119,39 @@ def instrument() -> None:
     service.transaction = timed_commit  # type: ignore[assignment]
 
 
+def count_near() -> collections.Counter[str]:
+    """Count the Episodes the run asks for the join of a newer version (``version_of``) and
+    those of them with a cluster in their window scoring at least the version floor, by the
+    exact test (``similarities`` and ``in_window`` over every cluster as it then stands): the
+    most a sharper gate could spare."""
+    from everos_reflect.clustering import online
+
+    seen: collections.Counter[str] = collections.Counter()
+    assign_run = matrix.UserClusters.assign_run
+
+    def counted(self: Any, vectors: Any, ts: Any, new_id: Any, **kw: Any) -> Any:
+        version_of = kw.get("version_of")
+        if version_of is not None:
+            window = kw["window_seconds"]
+
+            def asked(q: int, placed: Any) -> Any:
+                seen["asked"] += 1
+                rows = self._rows_since(online.window_start(ts[q], window))
+                near = rows.size and any(
+                    sim >= online.VERSION_FLOOR
+                    and online.in_window(ts[q], self._first[p], self._last[p], window)
+                    for p, sim in zip(rows.tolist(), online.similarities(
+                        self._c32[rows], vectors[q]).tolist(), strict=True))
+                seen["near"] += bool(near)
+                return version_of(q, placed)
+
+            kw["version_of"] = asked
+        return assign_run(self, vectors, ts, new_id, **kw)
+
+    matrix.UserClusters.assign_run = counted  # type: ignore[method-assign]
+    return seen
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("locomo")
@@ -128,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--without-version-trigger", action="store_true",
                         help="drop clusters_version_insert first (to size it; not a change "
                              "to make: other writers' inserts would no longer be counted)")
+    parser.add_argument("--count-near", action="store_true",
+                        help="also count the Episodes asked for the join of a newer version "
+                             "and those with a cluster at the version floor (slows the run)")
     args = parser.parse_args(argv)
     settings = Settings()
     settings = replace(settings, clustering=replace(settings.clustering,
@@ -136,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     items = bc.one_owner_stream(base, args.scale) if args.scale else base
     entries = bc._entries(items)
     instrument()
+    near = count_near() if args.count_near else None
     total = 0.0
     with tempfile.TemporaryDirectory() as tmp:
         rt = bc._Runtime(Path(tmp), settings)
@@ -164,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     name = f"one owner x{args.scale}" if args.scale else "LoCoMo"
     print(f"{name}: {n:,} Episodes, {bc.BATCH} per transaction: {total / n * 1e6:.1f} CPU-µs "
           "per Episode in all (counters included)")
+    if near is not None:
+        print(f"  asked for the join of a newer version: {near['asked']:,}; with a cluster "
+              f"in the window at the version floor: {near['near']:,}")
     for label, seconds in sorted(spent.items(), key=lambda kv: -kv[1]):
         rows = f", {rows_written[label]:,} rows" if label in rows_written else ""
         print(f"  {seconds / n * 1e6:7.2f}  {label}  ({calls[label]:,} calls{rows})")

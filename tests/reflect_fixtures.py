@@ -136,10 +136,14 @@ def check_invariants(rt: Runtime, ref: UserRef = ANDREW) -> dict[str, Entry]:
         for entry_id, entry in entries.items():
             if entry.parent_type == "cluster" and entry.deprecated_by is None:
                 for source in entry.sources:
+                    assert source in entries, (
+                        f"{user}: live narrative {entry_id} names source {source}, which is "
+                        "in none of the user's logs (deleted, or never written)")
                     assert entries[source].deprecated_by == entry_id, (
                         f"{user}: live narrative {entry_id} but source {source} is "
                         f"{entries[source].deprecated_by or 'live'}")
-    assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
+    left = [row[0] for row in rt.db().execute("SELECT id FROM merge_journal")]
+    assert not left, f"journal rows left unsettled: {', '.join(left)}"
     return all_entries(rt, ref)
 
 
@@ -178,8 +182,10 @@ def check_undone(rt: Runtime, user: UserRef, entries: dict[str, Entry]) -> None:
     for entry_id, toward in indexed.items():
         assert toward not in undone, (f"{user}: the index archives {entry_id} toward {toward}, "
                                       "a merge that was undone")
-    for narrative, statuses in sorted(audit.items()):
-        if UNDONE in statuses and narrative in entries:
+    for narrative, statuses in sorted(audit.items()):  # (an entry that is no merge may
+        # stand under its id: the narrative's log replaced by hand, the merge undone since)
+        entry = entries.get(narrative)
+        if UNDONE in statuses and entry is not None and entry.parent_type == "cluster":
             assert narrative in undone, (
                 f"{user}: the audit marks the merge {narrative} undone but it is "
                 f"{entries[narrative].deprecated_by or 'live'} in the logs")
@@ -196,6 +202,27 @@ def index_deprecations(rt: Runtime, ref: UserRef = ANDREW) -> dict[str, str]:
         "SELECT id, deprecated_by FROM entries WHERE deprecated_by IS NOT NULL AND app_id=? "
         "AND project_id=? AND user_id=?", (ref.app, ref.project, ref.user_id)).fetchall()
     return {r["id"]: r["deprecated_by"] for r in rows}
+
+
+def replace_log_with_own_episode(rt: Runtime, entry_id: str, *, draft: str | None = None,
+                                 ref: UserRef = ANDREW) -> None:
+    """A person replaces by hand the episode log holding ``entry_id`` (a narrative, say) with
+    one holding an Episode of their own under that id (``draft``: and a draft of it under that
+    id, archived toward it by hand)."""
+    path = rt.store.path_for_id(ref, entry_id)
+    day = path.stem.removeprefix("episode-")
+    marks = f"deprecated_entries: {{{draft}: {entry_id}}}\n" if draft else ""
+    second = (f"<!-- entry:{draft} -->\n---\nowner_id: {ref.user_id}\n"
+              f"timestamp: {day}T08:00:00+00:00\nparent_type: memcell\n---\n## Subject\n"
+              f"Draft\n\n## Content\nA draft of the note.\n<!-- /entry:{draft} -->\n"
+              if draft else "")
+    path.write_text(
+        f"---\ntype: episode_daily\nschema_version: 1\nuser_id: {ref.user_id}\n"
+        f"date: '{day}'\n{marks}---\n<!-- entry:{entry_id} -->\n---\n"
+        f"owner_id: {ref.user_id}\ntimestamp: {day}T09:00:00+00:00\nparent_type: memcell\n"
+        f"parent_id: mc_mine\nsession_id: sess_mine\n---\n## Subject\nMy garden\n\n"
+        f"## Content\nAndrew planted tomatoes in his garden.\n<!-- /entry:{entry_id} -->\n"
+        f"{second}", "utf-8")
 
 
 class Crash(BaseException):

@@ -20,7 +20,7 @@ from everos_reflect.clustering.matrix import (
     BLOCK_MEMBERS,
     ClusterRow,
     UserClusters,
-    _one_blas_thread,
+    one_blas_thread,
 )
 from everos_reflect.clustering.online import NEW, choose_cluster, normalize_rows, similarities
 from everos_reflect.clustering.service import ClusterService
@@ -248,9 +248,9 @@ def test_one_blas_thread_holds_only_inside_its_block():
     (Holding the module's lock keeps any other thread's block out meanwhile.)"""
     with matrix._BLAS_LOCK, threadpool_limits(3, user_api="blas"):
         assert _blas_threads() and set(_blas_threads()) == {3}
-        with _one_blas_thread():
+        with one_blas_thread():
             assert set(_blas_threads()) == {1}
-            with _one_blas_thread():  # nested in the same thread
+            with one_blas_thread():  # nested in the same thread
                 assert set(_blas_threads()) == {1}
             assert set(_blas_threads()) == {1}
         assert set(_blas_threads()) == {3}
@@ -297,7 +297,7 @@ def test_blocks_in_two_threads_leave_blas_its_thread_count(
     first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
 
     def first() -> None:
-        with _one_blas_thread():
+        with one_blas_thread():
             first_in.set()
             # the second thread now waits for this block; it used to enter it at once
             second_in.wait(timeout=0.25)
@@ -305,7 +305,7 @@ def test_blocks_in_two_threads_leave_blas_its_thread_count(
 
     def second() -> None:
         first_in.wait()
-        with _one_blas_thread():
+        with one_blas_thread():
             second_in.set()
             first_out.wait()
 

@@ -17,10 +17,9 @@ import pytest
 from everos_reflect.index.sync import Indexer
 from everos_reflect.markdown import settling
 from everos_reflect.markdown.parser import parse_log
-from everos_reflect.model import Entry, UserRef
+from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.runtime import Runtime
-from everos_reflect.strategies import journal
-from tests.reflect_fixtures import reports, run_reflection
+from tests.reflect_fixtures import ANDREW, reports, run_reflection
 from tests.test_cluster_history_as_reindex import as_reindexed, cluster_tables
 from tests.test_reflect_crash import STEPS, crashed, restart
 
@@ -68,8 +67,9 @@ def test_folder_renamed_after_a_crash_finishes_the_merge_in_the_new_folder(
     for source in live[0].sources:
         assert entries[source].deprecated_by == live[0].id, source
     assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
-    if step != journal.PLANNED:  # its narrative was on disk: the merge is finished, not redone
-        assert [r["status"] for r in reports(rt)] == ["ok"]
+    # finished, not redone: before its narrative was written (planned), its unchanged sources
+    # told where it went (it was abandoned under u_andrew, a user nobody has, and redone)
+    assert [(r["owner_id"], r["status"]) for r in reports(rt)] == [("u_bob", "ok")]
     Indexer(rt).scan()  # the index as a rebuild leaves it
     assert cluster_tables(rt) == as_reindexed(rt, tmp_path / "rebuilt")
 
@@ -89,4 +89,32 @@ def test_folder_removed_after_a_crash_writes_nothing_for_the_merge(
     (row,) = reports(rt)
     assert row["status"] == "abandoned"
     assert "the folder of user u_andrew was removed or renamed by hand" in row["error"]
+    assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_folder_renamed_then_made_again_by_a_new_episode_finishes_the_merge_where_it_went(
+    root: Path, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    # The application goes on appending to u_andrew's log after the rename: recovery saw the
+    # folder there and settled the merge in it: a narrative of sources it does not hold was
+    # written there (then merged with the new Episode), or the merge abandoned there while
+    # the moved narrative stayed live beside a second merge of the same sources in u_bob.
+    rt, original = crashed(root, monkeypatch, step)
+    monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 0)
+    shutil.move(users_folder(root) / "u_andrew", users_folder(root) / "u_bob")
+    new = rt.store.append(ANDREW, Kind.EPISODE, {"timestamp": "2026-12-01T10:00:00+00:00",
+                                                 "parent_type": "memcell"},
+                          {"Subject": "New job", "Content": "Andrew started a new job."})
+
+    run_reflection(restart(root))
+
+    rt = restart(root)
+    assert {i: e.deprecated_by for i, e in entries_of(rt, ANDREW).items()} == {new.id: None}
+    entries = entries_of(rt, BOB)
+    assert original <= set(entries), "an entry was lost"
+    [live] = live_narratives(entries)
+    for source in live.sources:
+        assert entries[source].deprecated_by == live.id, source
+    assert [(r["owner_id"], r["status"]) for r in reports(rt)] == [("u_bob", "ok")]
     assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0

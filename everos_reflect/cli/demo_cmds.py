@@ -106,7 +106,10 @@ def _say_undone(result: UndoResult, held: set[str]) -> None:
         if step.restored_facts:
             click.echo(f"  restored {_count(step.restored_facts, 'atomic fact')}: "
                        f"{', '.join(step.restored_facts)}")
-        gone = "" if step.archived else " (the narrative itself was deleted by hand)"
+        gone = ("" if step.archived else
+                f" ({step.merged_entry_id} holds an entry written by hand now, not the merge's "
+                "narrative: left as it is)" if step.replaced_by_hand
+                else " (the narrative itself was deleted by hand)")
         click.echo(f"  archived {step.merged_entry_id if step.archived else 'no narrative'} and "
                    f"{_count(step.archived_facts, 'atomic fact')} (deprecated_by: undone){gone}")
         if step.edited_by_hand:

@@ -271,7 +271,7 @@ class _PivotGroups:
         A bound only, so it is computed in float32, made safe by adding the float32 error
         bound of a ``dim``-term dot product of unit vectors (``2 (dim + 2) 2^-24``, twice the
         textbook ``dim u``), which any summation order obeys: so a BLAS product, on one
-        thread (:func:`_one_blas_thread`). OpenBLAS would run a 256 × 384 × 260 product on
+        thread (:func:`one_blas_thread`). OpenBLAS would run a 256 × 384 × 260 product on
         every core, and its threads spin on after it (a late run of one owner ×20 cost more
         than twice the CPU time on a busy two-core host); the ``einsum`` used before instead
         was ~5× slower than one BLAS thread (~10 µs per Episode at 260 pivots). The pruning
@@ -281,7 +281,7 @@ class _PivotGroups:
         v32 = np.asarray(vectors, dtype=np.float32).reshape(-1, pivots.shape[1])
         v64 = v32.astype(np.float64)
         lengths = np.sqrt(np.einsum("ij,ij->i", v64, v64))
-        with _one_blas_thread():
+        with one_blas_thread():
             product = v32 @ pivots.T
         cos = product / np.maximum(lengths, 1e-300)[:, None]
         cos += 2.0 * (pivots.shape[1] + 2) * 2.0 ** -24
@@ -325,7 +325,7 @@ class _PivotGroups:
         thread, without the members' own angle test (every member is scored, at a fraction
         of a gathered pair's cost). Smaller groups (most are singletons) keep that test and
         are scored pair by pair, in steps of ``_CHUNK``. Run with BLAS on one thread
-        (:func:`_one_blas_thread`)."""
+        (:func:`one_blas_thread`)."""
         empty = np.empty(0, dtype=np.int64)
         if not self.group_of or cosines.size == 0:
             return empty, empty
@@ -432,12 +432,14 @@ def _pair_dots(left: np.ndarray, rows: np.ndarray, right: np.ndarray,
 
 
 _BLAS_CONTROLLER: Any = None
-#: held through every block of :func:`_one_blas_thread` (re-entrant: a block may nest)
+#: held through every block of :func:`one_blas_thread` (re-entrant: a block may nest)
 _BLAS_LOCK = threading.RLock()
+#: how deep this thread is in :func:`one_blas_thread` blocks (``depth``)
+_BLAS_HELD = threading.local()
 
 
 @contextmanager
-def _one_blas_thread() -> Iterator[None]:
+def one_blas_thread() -> Iterator[None]:
     """A context in which BLAS runs on one thread (``threadpoolctl``), for the float32
     products of the pivot index.
 
@@ -453,15 +455,42 @@ def _one_blas_thread() -> Iterator[None]:
     the one that left last put back the other's 1 and BLAS stayed on one thread for good;
     and OpenBLAS (0.3.31) ignores raising the count from a thread other than the one that
     lowered it, so a count shared between threads cannot fix that. The blocks are products
-    of a few ms."""
+    of a few ms.
+
+    A block nested in another of the same thread costs only the lock: the limit already
+    holds. Changing OpenBLAS's count and putting it back costs ~15 µs (it resizes its pool),
+    more than the one-row product it guards, so a loop of many such products (a rebuild
+    replaying a long history, :meth:`UserClusters.choose` per Episode) holds one block
+    around a step of them (``BLAS_STEP``)."""
     global _BLAS_CONTROLLER
     with _BLAS_LOCK:
+        depth = getattr(_BLAS_HELD, "depth", 0)
+        if depth:
+            _BLAS_HELD.depth = depth + 1
+            try:
+                yield
+            finally:
+                _BLAS_HELD.depth = depth
+            return
         if _BLAS_CONTROLLER is None:
             from threadpoolctl import ThreadpoolController
 
             _BLAS_CONTROLLER = ThreadpoolController()
         with _BLAS_CONTROLLER.limit(limits=1, user_api="blas"):
-            yield
+            _BLAS_HELD.depth = 1
+            try:
+                yield
+            finally:
+                _BLAS_HELD.depth = 0
+
+
+#: at most this many consolidated clusters, an Episode's rule scores them all instead of
+#: bounding them with the pivot index (:meth:`UserClusters.candidate_positions`)
+SCORE_ALL_CONSOLIDATED = 32
+
+#: Episodes a rebuild replays per :func:`one_blas_thread` block (another thread's block, the
+#: watcher's assignments meanwhile, waits for one step, a few ms to ~50 ms, not the replay)
+BLAS_STEP = 256
 
 
 def _cos_limit(angles: np.ndarray) -> np.ndarray:
@@ -663,6 +692,16 @@ class UserClusters:
         if not cluster_ids:
             return [], [], [], [], [], []
         pos = self.pos
+        if len(cluster_ids) <= 4:
+            # a few clusters (a lone Episode's transaction writes one or two) by scalars:
+            # the same bytes and values, without six array gathers and conversions
+            at = [pos[c] for c in cluster_ids]
+            c32, norm, count = self._c32, self._norm, self._count
+            first, last, narratives = self._first, self._last, self.narrative
+            return ([c32[p].astype("<f4", copy=False).tobytes() for p in at],
+                    [norm.item(p) for p in at], [count.item(p) for p in at],
+                    [first.item(p) for p in at], [last.item(p) for p in at],
+                    [narratives[p] for p in at])
         ps = np.fromiter((pos[c] for c in cluster_ids), dtype=np.int64, count=len(cluster_ids))
         blob = self._c32[ps].astype("<f4", copy=False).tobytes()
         width = len(blob) // len(ps)
@@ -772,7 +811,14 @@ class UserClusters:
                             rejoin_threshold: float) -> np.ndarray:
         """Rows to score for an Episode at ``ts``: clusters in its time window, plus the
         consolidated ones its vector may rejoin. Never the whole history (but for late
-        arrivals older than the horizon)."""
+        arrivals older than the horizon).
+
+        Up to ``SCORE_ALL_CONSOLIDATED`` consolidated clusters are all scored, without the
+        pivot index: bounding them costs a BLAS product and a handful of small numpy calls,
+        more than scoring twenty rows exactly; past ~32 the rule's loop over the extra
+        candidates costs more (``bench/score_all_consolidated.py``). The rows added are those
+        the index would have left out, whose products cannot reach the rejoin threshold and
+        which lie outside the window, so they cannot be chosen."""
         if not self.ids:
             return np.empty(0, dtype=np.int64)
         rows = self._rows_since(window_start(ts, window))
@@ -780,10 +826,17 @@ class UserClusters:
             rows = rows[in_window_rows(ts, self._first[rows], self._last[rows], window)]
         groups = self._groups
         groups.tidy()
-        extra = groups.pairs(groups.cosines(vector), _reach(rejoin_threshold))[0] \
-            if groups.group_of else None
+        if not groups.group_of:
+            extra = None
+        elif len(groups.group_of) <= SCORE_ALL_CONSOLIDATED:
+            extra = groups._positions()[0]
+        else:
+            extra = groups.pairs(groups.cosines(vector), _reach(rejoin_threshold))[0]
         if extra is not None and extra.size:
-            rows = np.union1d(rows, extra)
+            # appended, not merged (``union1d`` sorted them: a tenth of a rebuild's plan): a
+            # consolidated cluster in the window comes twice, and the rule does not mind the
+            # order or a repeat (a tie goes to the smaller id; each row's cosine is its own)
+            rows = np.concatenate((rows, extra))
         return rows
 
     def choose(self, vector: np.ndarray, ts: float, *, threshold: float,
@@ -850,8 +903,10 @@ class UserClusters:
         only those that would found a cluster are read for a change at all.
         ``version_floor``: the cosine a cluster needs for that join (``online.choose_version``
         takes none below it); ``version_of`` is then asked only of an item some cluster of
-        these arrays may score that high against (:func:`_may_reach`), since for any other it
-        can answer only None. Reading an Episode for a change costs ~20 CPU-µs (LoCoMo), and
+        these arrays may score that high against, since for any other it can answer only
+        None: by the run's exact scores (the clusters as they stood before it, and in a run
+        in time order those it created or changed, as each change rescored them), else
+        :func:`_may_reach`. Reading an Episode for a change costs ~20 CPU-µs (LoCoMo), and
         three in four that found a cluster of a LoCoMo speaker have no cluster that near.
 
         Why it is faster and still exact: a cosine below ``min(threshold, rejoin_threshold)``
@@ -939,6 +994,16 @@ class UserClusters:
                 order = np.lexsort((-r_sims, r_items))
                 far_rows, far_sims = r_rows[order].tolist(), r_sims[order].tolist()
                 far_at = np.searchsorted(r_items[order], np.arange(count + 1)).tolist()
+        # Ordered: the run's own scores mark the rest, so no cluster is scored twice for the
+        # join of a newer version. A cluster the run creates or changes is rescored right
+        # away against every later item in its time window, exactly (below); one that
+        # scores the floor there is marked in ``near_before`` (an older version's mark
+        # stays: the test may say yes for none, never no for one). Before, each Episode
+        # that would found a cluster gathered the rows the run had changed and scored them
+        # again (_may_reach, ~5 µs a call, asked of two in three LoCoMo Episodes); a run
+        # out of order still does.
+        marks = near_before if ordered else None
+        low = version_floor - _FLOOR_SLACK / 2 if version_floor is not None else 0.0
         version: dict[int, int] = {}
         out: list[tuple[str, float | None, str]] = []
         # Room for every cluster the run may create, up front: the arrays are then bound to
@@ -974,8 +1039,9 @@ class UserClusters:
                                     member_threshold, far) if h or far else None
             if decision is None and version_of is not None and (
                     near_before is None or near_before[q]
-                    or _may_reach(c32, firsts, lasts, version, v32[q], t, window,
-                                  floor=version_floor)):
+                    or (len(version) > _REACH_ROWS if marks is not None
+                        else _may_reach(c32, firsts, lasts, version, v32[q], t, window,
+                                        floor=version_floor))):
                 joined = version_of(q, out)
                 if joined is not None and joined.cluster_id is not None:
                     decision = (joined.cluster_id, joined.similarity, joined.reason)
@@ -1062,10 +1128,20 @@ class UserClusters:
             if sims.size <= 16 and start is not None and narrative is None:
                 # the usual case (a cluster founded or joined, against the few later items
                 # of its window): each score read with its item's index, in one loop
+                if marks is None:
+                    for k, sim in enumerate(sims.tolist(), start):
+                        if sim >= floor:
+                            hits[k].append((p, ver, sim))
+                    continue
                 for k, sim in enumerate(sims.tolist(), start):
                     if sim >= floor:
                         hits[k].append((p, ver, sim))
+                    if sim >= low:
+                        marks[k] = True
                 continue
+            if marks is not None:  # every later item in the window is among ``later``
+                for j in (sims >= low).nonzero()[0].tolist():
+                    marks[start + j if start is not None else int(later[j])] = True
             if sims.size > 16:
                 close = (sims >= floor).nonzero()[0]
                 idx, scores = close.tolist(), sims[close].tolist()
@@ -1130,7 +1206,7 @@ class UserClusters:
         error bound below the threshold, so the floor's own rounding (2^-24 relative) is far
         inside the margin."""
         slack = 2.0 * (v32.shape[1] + 2) * 2.0 ** -24
-        with _one_blas_thread():
+        with one_blas_thread():
             rows, items = self._groups.near(bounds, v32, self._c32, _reach(rejoin_threshold),
                                             rejoin_threshold - slack)
         if rows.size and scored.size:

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from everos_reflect.clustering.matrix import ClusterRow, UserClusters
+from everos_reflect.clustering.matrix import BLAS_STEP, ClusterRow, UserClusters, one_blas_thread
 from everos_reflect.clustering.online import (
     NEW,
     VERSION_FLOOR,
@@ -335,6 +335,7 @@ class _Write:
         self._member_ids: dict[UserRef, set[str]] = {}
         self._changes = conn.total_changes
         self._quiet: bool | None = None
+        self._dv: int | None = None
         #: per user, entries whose archived Episodes' history rows may have to move before
         #: COMMIT (:meth:`ClusterService._place_history`)
         self.history: dict[UserRef, set[str]] = {}
@@ -367,8 +368,18 @@ class _Write:
             seen = self.cache.seen
             self._quiet = (seen is not None and seen[0] is self.conn
                            and seen[2] == self._changes
-                           and seen[1] == _data_version(self.conn))
+                           and seen[1] == self._data_version())
         return self._quiet
+
+    def _data_version(self) -> int:
+        """``PRAGMA data_version``, read once per transaction: it moves only when another
+        connection commits, which none can while this one holds the write lock (taken by
+        ``BEGIN IMMEDIATE`` before this object exists), so the value :meth:`_unchanged`
+        read at the start is the one :meth:`finish` records (a lone Episode's transaction
+        asked it twice)."""
+        if self._dv is None:
+            self._dv = _data_version(self.conn)
+        return self._dv
 
     # sqlite3.Connection look-alike for the code that works in SQL
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
@@ -612,7 +623,7 @@ class _Write:
         self.cache.recount(self.touched)
         self.cache.trim(keep=list(self.touched)[-1:])
         # we hold the write lock until COMMIT: nobody else can commit in between
-        self.cache.seen = (self.conn, _data_version(self.conn), self.conn.total_changes)
+        self.cache.seen = (self.conn, self._data_version(), self.conn.total_changes)
 
 
 def _positions_by_user(order: Sequence[tuple[str, UserRef]]) -> dict[UserRef, list[int]]:
@@ -1234,15 +1245,20 @@ class ClusterService:
                 skipped += 1
                 continue
             plan.seed(cid, r, normalize(vectors[r["id"]]))
-        for r in live:
-            if r["id"] in plan.member_of or r["id"] not in vectors:
-                skipped += r["id"] not in vectors
-                continue
-            vec = normalize(vectors[r["id"]])
-            if r["parent_type"] == "cluster":
-                plan.attach(plan.narrative_cluster_id(r["id"], r["parent_id"]), r, vec)
-            else:
-                plan.assign(r, vec)
+        # Each Episode's rule takes BLAS to one thread for its product against the pivots of
+        # the consolidated clusters, and back (~15 µs, more than the product): one block per
+        # step of Episodes instead (matrix.one_blas_thread).
+        for lo in range(0, len(live), BLAS_STEP):
+            with one_blas_thread():
+                for r in live[lo:lo + BLAS_STEP]:
+                    if r["id"] in plan.member_of or r["id"] not in vectors:
+                        skipped += r["id"] not in vectors
+                        continue
+                    vec = normalize(vectors[r["id"]])
+                    if r["parent_type"] == "cluster":
+                        plan.attach(plan.narrative_cluster_id(r["id"], r["parent_id"]), r, vec)
+                    else:
+                        plan.assign(r, vec)
         plan.history([r for r in rows if r["deprecated_by"] is not None])
         at = self._consolidated_times(ref, [c.consolidated_entry_id for c in plan.clusters.values()
                                             if c.consolidated_entry_id is not None])

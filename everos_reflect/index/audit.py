@@ -249,6 +249,90 @@ def follow_moved_merges(conn: sqlite3.Connection, held: Iterable[tuple[UserRef, 
     return list(moves)
 
 
+def follow_moved_derivations(conn: sqlite3.Connection, held: Iterable[tuple[UserRef, Entry]],
+                             gone: Iterable[UserRef], folder_gone: Callable[[UserRef], bool]
+                             ) -> list[str]:
+    """Re-point to the user whose logs hold what a derivation wrote the ``derivation_report``
+    rows still naming a user whose folder is gone (renamed or moved by hand); returns their
+    ids. Inside the caller's transaction, after the index rows are written.
+
+    As :func:`follow_moved_merges` does for ``reflection_report``: a row's user is the user
+    whose logs hold the records it derived (its ``outputs``), as the index and ``explain``
+    read them; after ``mv users/u_andrew users/u_bob`` the rows of Andrew's insights and
+    lessons named a user nobody has. ``held``: entries just indexed, each with its user (only
+    derived records are looked at); ``gone``: users whose entries just left the index. A row
+    moves only when its user's folder is gone and exactly one other user, whose folder is
+    there, holds every record it wrote (ids are per user); never to one of two holders (a
+    copied folder). The rows that wrote nothing (failed, skipped) follow once every row of
+    that user that wrote something went to one user."""
+    just = {e.id for ref, e in held if e.kind.info.derived}
+    gone = set(gone)
+    if not just and not gone:
+        return []
+    owners = [ref for ref in _derivation_owners(conn) if folder_gone(ref)]
+    moves: dict[str, UserRef] = {}
+    went: dict[UserRef, set[UserRef]] = {}
+    for owner in owners:
+        rows = _derivations_of(conn, owner)
+        if owner not in gone:  # only rows naming a record just indexed elsewhere
+            rows = [(i, outputs) for i, outputs in rows if just.intersection(outputs)]
+        if not rows:
+            continue
+        holding = _holding(conn, {o for _, outputs in rows for o in outputs})
+        for row_id, outputs in rows:
+            holders = set.intersection(*(holding.get(o, set()) for o in outputs)) - {owner}
+            holders = {ref for ref in holders if not folder_gone(ref)}
+            if len(holders) == 1:
+                moves[row_id] = holders.pop()
+                went.setdefault(owner, set()).add(moves[row_id])
+    _move(conn, moves, "derivation_report")
+    for owner, where in went.items():  # the rows that derived nothing follow, to one user
+        if len(where) == 1 and not _derivations_of(conn, owner):
+            rest = {row[0]: next(iter(where)) for row in conn.execute(
+                "SELECT id FROM derivation_report WHERE app_id=? AND project_id=? AND "
+                "owner_id=?", (owner.app, owner.project, owner.user_id))}
+            _move(conn, rest, "derivation_report")
+            moves.update(rest)
+    return list(moves)
+
+
+def _derivation_owners(conn: sqlite3.Connection) -> list[UserRef]:
+    """The users ``derivation_report`` rows name (a name edited by hand into no valid
+    name is left out)."""
+    out = []
+    for app, project, owner in conn.execute(
+            "SELECT DISTINCT app_id, project_id, owner_id FROM derivation_report"):
+        try:
+            out.append(UserRef(app, project, owner))
+        except ValueError:  # InvalidId
+            continue
+    return out
+
+
+def _derivations_of(conn: sqlite3.Connection, owner: UserRef) -> list[tuple[str, list[str]]]:
+    """``(id, outputs)`` of ``owner``'s derivation rows that wrote something (a list that no
+    longer reads, edited by hand, counts as nothing written)."""
+    out = []
+    for row_id, outputs in conn.execute(
+            "SELECT id, outputs FROM derivation_report WHERE app_id=? AND project_id=? AND "
+            "owner_id=? AND outputs NOT IN ('', '[]')",
+            (owner.app, owner.project, owner.user_id)):
+        listed, _ = id_list(outputs, "outputs")
+        if listed:
+            out.append((row_id, listed))
+    return out
+
+
+def _holding(conn: sqlite3.Connection, ids: Iterable[str]) -> dict[str, set[UserRef]]:
+    """Each of ``ids`` -> the users whose index holds an entry of that id."""
+    out: dict[str, set[UserRef]] = {}
+    for app, project, user, eid in conn.execute(
+            "SELECT app_id, project_id, user_id, id FROM entries WHERE id IN "
+            "(SELECT value FROM json_each(?))", (json.dumps(sorted(ids)),)):
+        out.setdefault(eid, set()).add(UserRef(app, project, user))
+    return out
+
+
 def move_merge(conn: sqlite3.Connection, merged_id: str, old: UserRef, new: UserRef) -> None:
     """Give ``new`` the rows of ``old``'s merge that wrote ``merged_id``: a caller that
     knows the merge moved (an interrupted undo finished in a renamed folder, whose narrative
@@ -260,9 +344,10 @@ def move_merge(conn: sqlite3.Connection, merged_id: str, old: UserRef, new: User
     _move(conn, {row[0]: new for row in rows})
 
 
-def _move(conn: sqlite3.Connection, moves: Mapping[str, UserRef]) -> None:
+def _move(conn: sqlite3.Connection, moves: Mapping[str, UserRef],
+          table: str = "reflection_report") -> None:
     conn.executemany(
-        "UPDATE reflection_report SET app_id=?, project_id=?, owner_id=? WHERE id=?",
+        f"UPDATE {table} SET app_id=?, project_id=?, owner_id=? WHERE id=?",
         [(ref.app, ref.project, ref.user_id, row_id) for row_id, ref in moves.items()])
 
 

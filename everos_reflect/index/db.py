@@ -623,6 +623,16 @@ MIGRATIONS: list[tuple[str, str]] = [
             ON entries(parent_id) WHERE parent_type = 'cluster';
         """,
     ),
+    (
+        "0028_derivation_report_by_owner",
+        """
+        -- The derivation_report rows of one user: asked when a user's folder is gone
+        -- (renamed or moved by hand), so the rows follow the user whose logs hold what they
+        -- derived, and for the users the rows name, each time derived records are indexed.
+        CREATE INDEX IF NOT EXISTS derivation_report_by_owner
+            ON derivation_report(app_id, project_id, owner_id);
+        """,
+    ),
 ]
 
 #: ``index_meta`` key of the parser version the index's rows were read with.

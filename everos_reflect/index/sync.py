@@ -1704,7 +1704,10 @@ class Indexer:
             audit.follow_moved_merges(  # the audit follows a folder renamed by hand
                 conn, [(job.ref, e) for job in episodes for e in job.plan.upserts],
                 [job.ref for job in episodes if job.plan.deletes],
-                lambda ref: not self.rt.store.user_dir(ref).is_dir())
+                self.rt.store.user_gone)
+            audit.follow_moved_derivations(
+                conn, [(job.ref, e) for job in jobs for e in job.plan.upserts],
+                [job.ref for job in jobs if job.plan.deletes], self.rt.store.user_gone)
         return notes
 
 

@@ -156,6 +156,13 @@ class MarkdownStore:
             validate_name(value, what)
         return self.root / ref.app / ref.project / "users" / ref.user_id
 
+    def user_gone(self, ref: UserRef) -> bool:
+        """Whether ``ref``'s folder is gone: deleted, or renamed or moved by hand, which takes
+        its logs elsewhere. The one test every reader of a vanished user asks (the index and
+        the audit following a renamed folder, an interrupted merge or undo finished where its
+        entries went, a derived record not written for a user gone meanwhile)."""
+        return not self.user_dir(ref).is_dir()
+
     def log_path(self, ref: UserRef, kind: Kind, day: date) -> Path:
         return self.user_dir(ref) / kind.folder / kind.filename(day)
 
@@ -954,7 +961,7 @@ class MarkdownStore:
         """:class:`UserGone` when ``ref``'s folder is gone, for a record derived from the
         user's own records: they were there when it was derived, so the folder was deleted or
         renamed meanwhile (checked under the log's lock, right before the write)."""
-        if not self.user_dir(ref).is_dir():
+        if self.user_gone(ref):
             raise UserGone(f"the folder of user {ref} is gone (deleted or renamed meanwhile): "
                            f"the {kind.value} derived from its records is not written")
 

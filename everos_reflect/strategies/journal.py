@@ -761,37 +761,62 @@ def resume(runtime: Runtime, plan: Plan, step: str) -> bool:
 
 def follow_moved_user(runtime: Runtime, indexer: Indexer, plan: Plan) -> bool:
     """Point ``plan`` at the user whose folder holds its narrative now, when its own user's
-    folder is gone: a folder renamed (or moved to another project) by hand while the merge
-    was interrupted took the narrative and the sources with it, and the merge is finished
-    there. Finished under the old name, it wrote a new folder for a user nobody has (a
-    narrative whose sources are elsewhere, left live) and left the moved narrative live
-    beside its live sources. The index learns of the move first (a scan), so the finished
-    narrative joins the cluster its sources are in now, as a ``reindex`` would place it.
+    folder is gone or holds none of it (:func:`_holds_merge`): a folder renamed (or moved to
+    another project) by hand while the merge was interrupted took the narrative and the
+    sources with it, and the merge is finished there. Finished under the old name, it wrote a
+    new folder for a user nobody has (a narrative whose sources are elsewhere, left live) and
+    left the moved narrative live beside its live sources. A folder of the old name made
+    again since (the application appending to the old user's log) holds none of it: finished
+    there, a narrative of sources it does not hold was written in it (and merged with the
+    person's new Episode), or the merge was abandoned there while the moved narrative stayed
+    live beside a second merge of the same sources. The index learns of the move first (a
+    scan), so the finished narrative joins the cluster its sources are in now, as a
+    ``reindex`` would place it.
     A narrative deleted by hand as well leaves a source archived toward it to tell the
     folder by (one user so found, not guessed among several): the merge then ends as one
     whose narrative a person deleted (:func:`_deleted_after_commit`), not ``abandoned``
-    under the old name while its sources stay archived toward it. Returns False when the
+    under the old name while its sources stay archived toward it. A merge killed before its
+    narrative was written is told by its sources, unchanged (every one with the text the
+    merge saw), and finished there as it would have been in place. Returns False when the
     folder is gone and no user holds the merge: nothing of it is left to finish, and nothing
-    may be written for it."""
+    may be written for it; True, the plan unchanged, when the folder is there and no other
+    user holds any of it (settled in place, as before)."""
     store = runtime.store
-    if store.user_dir(plan.ref).is_dir():
+    here = not store.user_gone(plan.ref)
+    if here and _holds_merge(runtime, plan):
         return True
     moves = {ref: replace(plan, app=ref.app, project=ref.project, user_id=ref.user_id)
-             for ref in store.iter_users()}
+             for ref in store.iter_users() if ref != plan.ref}
     found = next((ref for ref, moved in moves.items()
                   if find_narrative(runtime, moved) is not None), None)
     if found is None:  # the narrative deleted by hand too: a source archived toward it tells
         # (ids are unique per user only: a user found by that alone, or none)
         held = [ref for ref, moved in moves.items() if archived_toward(runtime, moved)]
         found = held[0] if len(held) == 1 else None
+    if found is None and plan.merged_id is None:  # killed before its narrative was written:
+        # its sources, each with the text the merge saw, tell (abandoned under the old name,
+        # its row named a user nobody has, and the next run paid the merge again)
+        held = [ref for ref, moved in moves.items()
+                if moved.hashes and not changed_sources(runtime, moved)]
+        found = held[0] if len(held) == 1 else None
     if found is None:
-        return False
-    log.warning("merge %s of cluster %s: the folder of user %s is gone; its entries are in "
-                "%s's logs, so the merge is finished there", plan.id, plan.cluster_id,
-                plan.ref, found)
+        return here
+    log.warning("merge %s of cluster %s: the folder of user %s is gone or holds none of it; "
+                "its entries are in %s's logs, so the merge is finished there", plan.id,
+                plan.cluster_id, plan.ref, found)
     plan.app, plan.project, plan.user_id = found.app, found.project, found.user_id
     indexer.scan()
     return True
+
+
+def _holds_merge(runtime: Runtime, plan: Plan) -> bool:
+    """Whether the plan's user's logs hold anything of the merge: its narrative, an entry
+    archived toward it, or a source with the text the merge saw (ids are unique per user
+    only: a source id alone, held by a new Episode of a folder made again, does not count)."""
+    if find_narrative(runtime, plan) is not None or archived_toward(runtime, plan):
+        return True
+    return any(e.content_hash == plan.hashes.get(e.id)
+               for e in existing_entries(runtime, plan.ref, plan.hashes))
 
 
 #: The status of an interrupted merge :func:`recover` could not settle yet (its row stays).

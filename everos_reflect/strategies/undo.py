@@ -88,6 +88,9 @@ class UndoResult:
     #: the archived narrative's Content was edited by hand after the merge: those edits are
     #: archived with it (still in its log), so the person is told, not left to find out
     edited_by_hand: bool = False
+    #: the narrative's id holds an entry that is not the merge's narrative (its log replaced
+    #: by hand): that entry is left as it is, live; only the merge's own entries are restored
+    replaced_by_hand: bool = False
 
     @property
     def status(self) -> str:
@@ -108,6 +111,7 @@ class UndoResult:
             "restored_facts": self.restored_facts,
             "missing": self.missing,
             "edited_by_hand": self.edited_by_hand,
+            "replaced_by_hand": self.replaced_by_hand,
             "archived": self.archived,
             "archived_facts": self.archived_facts,
             "previous_narrative": self.previous_narrative,
@@ -179,8 +183,10 @@ def _refuse_unknown(runtime: Runtime, ref: UserRef, merged_id: str) -> None:
 def _refuse_not_a_merge(runtime: Runtime, ref: UserRef, merged_id: str,
                         narrative: Entry) -> None:
     """Raise when ``narrative`` is no merged narrative (another user's, when the id is a merge
-    of theirs: ids are per user, so the usual cause is the wrong ``--user``)."""
-    if narrative.parent_type == "cluster":
+    of theirs: ids are per user, so the usual cause is the wrong ``--user``), unless it stands
+    where this user's merge wrote its narrative, the merge's entries still archived toward
+    it (:func:`_merge_keys`): the undo then restores them and leaves that entry alone."""
+    if narrative.parent_type == "cluster" or _merge_keys(runtime, ref, merged_id):
         return
     if _merge_owners(runtime, ref, merged_id):
         raise UnknownEntry(_not_this_users(runtime, ref, merged_id))
@@ -266,6 +272,9 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
     except UnknownEntry:
         return _undo_deleted(runtime, ref, merged_id)
     _refuse_not_a_merge(runtime, ref, merged_id, narrative)
+    if narrative.parent_type != "cluster":  # the narrative's log replaced by hand: an entry
+        # that is not the merge's stands under its id, the merge's entries archived toward it
+        return _restore_only(runtime, ref, merged_id, replaced=True)
     if _indexed(runtime):
         _follow_moved_merge(runtime, ref, narrative)
     if narrative.deprecated_by == UNDONE:
@@ -325,16 +334,24 @@ def _undo_deleted(runtime: Runtime, ref: UserRef, merged_id: str) -> UndoResult:
     return _restore_only(runtime, ref, merged_id)
 
 
-def _restore_only(runtime: Runtime, ref: UserRef, merged_id: str) -> UndoResult:
+def _restore_only(runtime: Runtime, ref: UserRef, merged_id: str, *,
+                  replaced: bool = False) -> UndoResult:
     """An undo that only restores: the entries archived toward ``merged_id`` come back and
-    its live facts are archived; the narrative is not archived (gone, or ``undone`` already)."""
+    its live facts are archived; the narrative is not archived (gone, or ``undone`` already).
+    ``replaced``: another entry stands under the narrative's id (its log replaced by hand):
+    only the merge's own entries come back (:func:`_merge_keys`), the rest stay as the person
+    archived them, and that entry is left live."""
     found = _scan(runtime, ref, merged_id)
+    if replaced:
+        found.restore = _merge_keys(runtime, ref, merged_id, found)
     audit = merge_row(runtime.db(), ref, merged_id)
     _refuse_if_journaled(runtime, ref, merged_id)
-    try:
-        narrative: Entry | None = runtime.store.get(ref, merged_id)
-    except (UnknownEntry, MarkdownError):
-        narrative = None
+    narrative: Entry | None = None
+    if not replaced:
+        try:
+            narrative = runtime.store.get(ref, merged_id)
+        except (UnknownEntry, MarkdownError):
+            narrative = None
     previous = _previous_narrative(found, None)
     intent = _Intent(app=ref.app, project=ref.project, user_id=ref.user_id, undo=merged_id,
                      cluster_id=audit[0] if audit else None,
@@ -348,9 +365,35 @@ def _restore_only(runtime: Runtime, ref: UserRef, merged_id: str) -> UndoResult:
     result = _apply(runtime, intent)
     with transaction(runtime.db()):
         merge_journal.delete(runtime.db(), row_id)
-    log.info("undo: %s of %s was deleted or archived by hand; its sources are restored",
-             merged_id, ref)
+    log.info("undo: %s of %s was %s by hand; its sources are restored", merged_id, ref,
+             "replaced by another entry" if replaced else "deleted or archived")
     return result
+
+
+def _merge_keys(runtime: Runtime, ref: UserRef, merged_id: str,
+                found: _Found | None = None) -> dict[str, Entry | None]:
+    """Of the keys archived toward ``merged_id`` (``found``, else scanned), those this user's
+    merge that wrote it archived (its audit row, not undone, says which): its sources, the
+    narrative an update merge replaced (a narrative of the same cluster) and their atomic
+    facts. Empty without an index (no audit to tell them by).
+
+    A person who replaced the narrative's log with one holding an entry of their own under
+    that id left the merge's sources archived toward an entry that is not the merge's:
+    hidden behind it for good, while ``undo`` refused it as "not a merged narrative". Keys a
+    person wrote toward their own entry are not the merge's, and stay."""
+    if not _indexed(runtime):
+        return {}
+    audit = merge_row(runtime.db(), ref, merged_id)
+    if audit is None or audit[1] == UNDONE:
+        return {}
+    sources = set(_sources(runtime, ref, merged_id, None))
+    found = found if found is not None else _scan(runtime, ref, merged_id)
+    episodes = {i for i, e in found.restore.items()
+                if i in sources or (e is not None and e.parent_type == "cluster"
+                                    and audit[0] is not None and e.parent_id == audit[0])}
+    return {i: e for i, e in found.restore.items()
+            if i in episodes or (e is not None and e.kind is Kind.ATOMIC_FACT
+                                 and e.parent_id in episodes)}
 
 
 @dataclass
@@ -388,6 +431,7 @@ def _apply(runtime: Runtime, intent: _Intent) -> UndoResult:
     # person's Episode was archived `undone`). Only what is still the merge's is archived.
     unreadable: set[str] = set()  # there, but not readable now: the write says why, later
     found = store.get_many(ref, [merged_id, *intent.archived_facts], unreadable)
+    replaced = merged_id in found and found[merged_id].parent_type != "cluster"
 
     def still(eid: str, its: Callable[[Entry], bool]) -> bool:
         return eid in unreadable or (eid in found and its(found[eid]))
@@ -427,7 +471,7 @@ def _apply(runtime: Runtime, intent: _Intent) -> UndoResult:
         archived=[] if intent.narrative_gone else [merged_id],
         archived_facts=archived_facts, previous_narrative=intent.previous,
         cluster_narrative=cluster_narrative, reports=reports, missing=missing,
-        edited_by_hand=edited)
+        edited_by_hand=edited, replaced_by_hand=replaced)
     log.info("undid merge %s of %s: %d episodes and %d facts restored, %d facts archived",
              merged_id, ref, len(episodes), len(facts), len(archived_facts))
     if missing:  # the answer names them too: not a warning twice on the CLI's stderr
@@ -528,7 +572,7 @@ def _holders_if_moved(runtime: Runtime, intent: _Intent) -> list[UserRef] | None
     (by hand, or an Episode added) holds none of it: the undo goes where its entries are; it
     is finished in place only when no other user's logs hold anything of it."""
     store = runtime.store
-    here = store.user_dir(intent.ref).is_dir()
+    here = not store.user_gone(intent.ref)
     if here and (_holds_narrative(runtime, intent.ref, intent)
                  or _holds_undo(runtime, intent.ref, intent)):
         return None
@@ -643,8 +687,7 @@ def _follow_moved_merge(runtime: Runtime, ref: UserRef, narrative: Entry) -> Non
     follow_moved_merges`): undone as the new name, they stayed ``ok``."""
     conn = runtime.db()
     with transaction(conn):
-        follow_moved_merges(conn, [(ref, narrative)], [],
-                            lambda owner: not runtime.store.user_dir(owner).is_dir())
+        follow_moved_merges(conn, [(ref, narrative)], [], runtime.store.user_gone)
 
 
 def _mark_reports_undone(runtime: Runtime, ref: UserRef,
