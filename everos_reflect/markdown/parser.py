@@ -45,6 +45,7 @@ import yaml
 
 from everos_reflect.errors import InvalidId, UnknownEntry, brief
 from everos_reflect.model import (
+    CONVICTION_KEY_RE,
     ENTRY_ID_RE,
     HIDDEN_FORMAT_CLASS,
     ID_MENTION_RE,
@@ -1441,7 +1442,6 @@ def _choice_problems(kind: Kind, meta: dict[str, Any],
         return []  # an Episode or fact: none of these keys is read
     from everos_reflect.procedural.lessons import LESSON_TYPES, no_rival
     from everos_reflect.procedural.tasks import OUTCOMES
-    from everos_reflect.strategies.beliefs import KEY_RE
 
     found: list[tuple[str, str]] = []
     status = meta.get("status")
@@ -1466,7 +1466,7 @@ def _choice_problems(kind: Kind, meta: dict[str, Any],
         # so one without is in no worldview and no briefing, and nothing said why
         found.append(("key", "no key: a conviction is current per key, so one without is "
                       "in no worldview or briefing (write one, e.g. key: identity)"))
-    elif kind is Kind.CONVICTION and not KEY_RE.fullmatch(key.strip()):
+    elif kind is Kind.CONVICTION and not CONVICTION_KEY_RE.fullmatch(key.strip()):
         # a control character ("\x1b[31m" in quotes), a space or 5,000 characters: no key
         # `keys` in ome.toml may name, so no run ever writes its next version
         found.append(("key", f"key {quoted_value(key.strip())} is not a key update_worldview "
