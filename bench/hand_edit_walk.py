@@ -3,13 +3,15 @@ cluster tables must equal those a rebuild of the same Markdown makes.
 
 A step is one of: add an Episode, archive one by hand (``deprecated_entries``), revive one
 (its key removed), delete one, edit one's text, move a log to another user's folder, copy
-one there, rename a user folder, run Reflection, undo a merge. The Markdown is then synced
-as the watcher or a scan would (the touched paths in one flush, or split over two, or a
-scan). The first walk that differs prints its seed, its steps and the differing rows, and
-the script exits 1.
+one there, rename a user folder, run Reflection, undo a merge, write a narrative by hand
+(``--narrate``: naming a cluster its user has, else one of another user). The Markdown is
+then synced as the watcher or a scan would (the touched paths in one flush, or split over
+two, or a scan). The first walk that differs prints its seed, its steps and the differing
+rows, and the script exits 1.
 
     .venv/bin/python bench/hand_edit_walk.py --walks 200 --steps 12 [--seed 0] [--minutes 30]
         [--reflect 2]   (the weight of a Reflection run among the 17 kinds of step: 8 for more)
+        [--narrate 0]   (the weight of a narrative written by hand: 0, the walks as before)
 
 Known and documented differences are not checked (clustering/service.py): an Episode out of
 time order, or a member deleted or edited away, leaves later Episodes where they joined until
@@ -57,9 +59,11 @@ USERS = ["u_andrew", "u_bob", "u_cy"]
 
 
 class Walk:
-    def __init__(self, root: Path, rng: random.Random, reflect: int = 2) -> None:
+    def __init__(self, root: Path, rng: random.Random, reflect: int = 2,
+                 narrate: int = 0) -> None:
         self.root, self.rng = root, rng
         self.reflect = reflect  # "reflect" entries among the 17 ops (2: one step in 8.5)
+        self.narrate = narrate  # "narrate" entries, after the others
         self.rt = make_runtime(root, ExtractiveLLM())
         self.clock = datetime(2026, 8, 1, 9, tzinfo=UTC)
         self.steps: list[str] = []
@@ -76,10 +80,13 @@ class Walk:
 
     def step(self) -> list[Path]:
         """Do one random hand edit; the paths it touched."""
-        # (in this order: a seed walks the same steps as before --reflect)
+        # (in this order: a seed walks the same steps as before --reflect and --narrate)
         ops = ["add"] * 5 + ["archive", "revive", "delete", "edit", "move", "copy",
-                             "rename"] + ["reflect"] * self.reflect + ["undo"]
+                             "rename"] + ["reflect"] * self.reflect + ["undo"] + \
+            ["narrate"] * self.narrate
         op = self.rng.choice(ops)
+        if op == "narrate":
+            return self.narrative_by_hand()
         logs = self.logs()
         if op == "add" or not logs:
             user = UserRef.of(self.rng.choice(self.users))
@@ -172,6 +179,26 @@ class Walk:
             return []
         return []
 
+    def narrative_by_hand(self) -> list[Path]:
+        """A narrative a person writes into a log: ``parent_type: cluster`` and the id of a
+        cluster its user has (as ``clusters`` lists it), else one of another user's."""
+        user = UserRef.of(self.rng.choice(self.users))
+        held = [(r[0], r[1]) for r in self.rt.db().execute(
+            "SELECT cluster_id, user_id FROM clusters ORDER BY cluster_id")]
+        if not held:
+            return []
+        own = [c for c, u in held if u == user.user_id]
+        cid = self.rng.choice(own or [c for c, _ in held])
+        self.clock += timedelta(hours=self.rng.choice([1, 5, 30]))
+        subject, content = self.rng.choice(TOPICS)
+        entry = self.rt.store.append(
+            user, Kind.EPISODE, {"timestamp": self.clock.isoformat(), "parent_type": "cluster",
+                                 "parent_id": cid},
+            {"Subject": subject, "Content": content}, day=self.clock.date())
+        self.steps.append(f"narrate {user.user_id} {entry.id} -> {cid}"
+                          f"{'' if own else ' (another user)'} {subject}")
+        return [self.rt.store.path_for_id(user, entry.id)]
+
     def sync(self, touched: list[Path]) -> str:
         how = self.rng.choice(["scan", "one", "split"]) if touched else "scan"
         if how == "scan":
@@ -228,6 +255,9 @@ def main() -> int:
     ap.add_argument("--strict", action="store_true")
     ap.add_argument("--reflect", type=int, default=2,
                     help="weight of a Reflection run among the steps (2 of 17 by default)")
+    ap.add_argument("--narrate", type=int, default=0,
+                    help="weight of a narrative written by hand among the steps (0 by "
+                         "default: the walks of a seed as before)")
     args = ap.parse_args()
     logging.disable(logging.WARNING)
     settling.JUST_WRITTEN_NS = 0
@@ -240,7 +270,7 @@ def main() -> int:
         seed = args.seed + walk_no
         rng = random.Random(seed)
         with tempfile.TemporaryDirectory() as tmp:
-            walk = Walk(Path(tmp) / "root", rng, args.reflect)
+            walk = Walk(Path(tmp) / "root", rng, args.reflect, args.narrate)
             try:
                 Indexer(walk.rt).scan()
                 for n in range(args.steps):

@@ -118,23 +118,32 @@ def measure(data_path: Path, root: Path, scale: int, merges: int) -> dict[str, A
             "load": round(os.getloadavg()[0], 1)}
 
 
-def in_child(tree: Path, data_path: Path, root: Path, scale: int,
-             merges: int) -> dict[str, Any]:
-    """:func:`measure` in a process importing ``tree``'s package (not an editable install)."""
+def call_in_tree(tree: Path, module: str, call: str) -> dict[str, Any]:
+    """``module.call`` (a bench module of this folder; ``call`` its function's call as source
+    text, ``Path`` at hand) in a process importing ``tree``'s package, not an editable
+    install's; the JSON it returns, with the tree."""
     code = ("import sys, json\n"
+            "from pathlib import Path\n"
             "sys.meta_path = [f for f in sys.meta_path if '__editable__' not in "
             "getattr(f, '__module__', '')]\n"
             f"sys.path[:0] = [{str(tree)!r}, {str(Path(__file__).resolve().parent)!r}]\n"
-            "import everos_reflect, place_after_merges_cost as p\n"
+            f"import everos_reflect, {module} as bench\n"
             f"assert everos_reflect.__file__.startswith({str(tree)!r}), everos_reflect.__file__\n"
-            f"print(json.dumps(p.measure(__import__('pathlib').Path({str(data_path)!r}), "
-            f"__import__('pathlib').Path({str(root)!r}), {scale}, {merges})))\n")
+            f"print(json.dumps(bench.{call}))\n")
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{tree}: child failed:\n{done.stderr[-2000:]}")
     return {"tree": str(tree), **json.loads(done.stdout.strip().splitlines()[-1])}
+
+
+def in_child(tree: Path, data_path: Path, root: Path, scale: int,
+             merges: int) -> dict[str, Any]:
+    """:func:`measure` in a process importing ``tree``'s package."""
+    return call_in_tree(tree, "place_after_merges_cost",
+                        f"measure(Path({str(data_path)!r}), Path({str(root)!r}), {scale}, "
+                        f"{merges})")
 
 
 def main(argv: list[str] | None = None) -> int:

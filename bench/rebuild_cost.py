@@ -24,7 +24,6 @@ import hashlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -81,22 +80,8 @@ def plan_times(root: Path, repeat: int) -> dict[str, Any]:
 
 
 def in_child(tree: Path, root: Path, repeat: int) -> dict[str, Any]:
-    """:func:`plan_times` in a process importing ``tree``'s package (not an editable
-    install)."""
-    code = ("import sys, json\n"
-            "sys.meta_path = [f for f in sys.meta_path if '__editable__' not in "
-            "getattr(f, '__module__', '')]\n"
-            f"sys.path[:0] = [{str(tree)!r}, {str(Path(__file__).resolve().parent)!r}]\n"
-            "import everos_reflect, rebuild_cost as b\n"
-            f"assert everos_reflect.__file__.startswith({str(tree)!r}), everos_reflect.__file__\n"
-            f"print(json.dumps(b.plan_times(__import__('pathlib').Path({str(root)!r}), "
-            f"{repeat})))\n")
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                          text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"{tree}: child failed:\n{done.stderr[-2000:]}")
-    return {"tree": str(tree), **json.loads(done.stdout.strip().splitlines()[-1])}
+    """:func:`plan_times` in a process importing ``tree``'s package."""
+    return place.call_in_tree(tree, "rebuild_cost", f"plan_times(Path({str(root)!r}), {repeat})")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -138,7 +138,11 @@ def test_a_narrative_is_attached_to_its_parent_cluster_never_clustered_by_simila
     assert out == {"ep_20260810_0001": "narrative"}
     info = svc.cluster(dog.cluster_id)
     assert info.consolidated_entry_id == "ep_20260810_0001"
-    assert len(svc.clusters(REF)) == 1
+    # the dog Episodes, unlike it, are placed as a rebuild places them after its seed
+    assert [c.size for c in svc.clusters(REF)] == [1, 2]
+    placed = snapshot(rt)
+    svc.recluster(REF)
+    assert snapshot(rt) == placed
 
 
 def test_mark_consolidated_retires_sources_and_counts_new_members(rt, svc):

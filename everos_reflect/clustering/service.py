@@ -21,6 +21,9 @@ and keeps ``clusters`` / ``cluster_members`` consistent. The rules it applies to
 - Narratives (``parent_type: cluster``) are never assigned by similarity: they are attached to
   the cluster their ``parent_id`` names (recreated under that id if needed) and make it
   *consolidated*. Members they replace stay listed as history with ``deprecated_by`` set.
+  One written by hand into a cluster that holds live Episodes places its user's Episodes as
+  a rebuild does, once its transaction is committed: a rebuild seeds the cluster with it
+  first, and those unlike it found clusters of their own.
 - After Reflection: a run places the Episodes of each user it merged for as a rebuild does
   (:meth:`ClusterService.place_after_merges`), once its merges are done.
 - Undo: a member whose deprecation is lifted returns to the cluster it was in if the rule puts
@@ -337,8 +340,9 @@ class _Write:
         self._quiet: bool | None = None
         self._dv: int | None = None
         #: per user, entries whose archived Episodes' history rows may have to move before
-        #: COMMIT (:meth:`ClusterService._place_history`)
+        #: COMMIT (:meth:`ClusterService._place_history`), and those of them known live
         self.history: dict[UserRef, set[str]] = {}
+        self.history_live: dict[UserRef, set[str]] = {}
         #: per user, clusters whose members changed: their ids are checked before COMMIT
         #: (:meth:`ClusterService._rename_for_founder`), once every sync of the transaction
         #: is in (an undo revives the narrative that names the cluster after archiving the
@@ -348,11 +352,29 @@ class _Write:
         #: narratives naming one are attached before COMMIT (:meth:`ClusterService.
         #: _attach_freed`), once every sync of the transaction is in
         self.freed: set[str] = set()
+        #: per cluster id, the clusters (per user) a rename to it was denied because another
+        #: user's cluster held it: asked again once that one lets it go
+        #: (:meth:`ClusterService._rename_for_founder`)
+        self.denied: dict[str, dict[UserRef, set[str]]] = {}
+        #: users whose Episodes are placed as a rebuild places them once this transaction
+        #: is committed (:meth:`ClusterService._attach_narrative`)
+        self.place: set[UserRef] = set()
 
-    def recheck_history(self, ref: UserRef, ids: Iterable[str]) -> None:
+    def recheck_history(self, ref: UserRef, ids: Iterable[str], *, live: bool = False) -> None:
         """Note that the Episodes archived toward ``ids`` (directly or along a chain of
-        updates), and those of ``ids`` that are archived, may belong elsewhere as history."""
-        self.history.setdefault(ref, set()).update(ids)
+        updates), and those of ``ids`` that are archived, may belong elsewhere as history.
+        ``live``: ``ids`` are live Episodes (an indexed batch's, its rows just written so):
+        only what is archived toward them is looked up."""
+        (self.history_live if live else self.history).setdefault(ref, set()).update(ids)
+
+    def pop_history(self) -> tuple[UserRef, set[str], set[str]] | None:
+        """A user noted by :meth:`recheck_history`, the ids noted that may be archived and
+        those known live (not among the others); None when none is left."""
+        ref = next(iter(self.history or self.history_live), None)
+        if ref is None:
+            return None
+        ids = self.history.pop(ref, set())
+        return ref, ids, self.history_live.pop(ref, set()) - ids
 
     def _unchanged(self) -> bool:
         """True when nothing can have changed SQLite behind the cache since this connection
@@ -705,6 +727,7 @@ class ClusterService:
         if self._session is not None:
             yield self._session
             return
+        place: set[UserRef] = set()
         with self._cache.lock:
             session: _Write | None = None
             try:
@@ -713,15 +736,18 @@ class ClusterService:
                     yield session
                     while True:
                         self._attach_freed(session)
-                        while session.history:
-                            ref, ids = session.history.popitem()
-                            self._place_history(session, ref, ids)
+                        while (noted := session.pop_history()) is not None:
+                            self._place_history(session, *noted)
                         while session.founders:
                             ref, cids = session.founders.popitem()
                             self._rename_for_founders(session, ref, cids)
+                        for cid in sorted(session.denied.keys() & session.freed):
+                            for ref, cids in session.denied.pop(cid).items():
+                                session.founders.setdefault(ref, set()).update(cids)
                         if not session.freed:  # a rename or a history move freed an id
                             break
                     session.finish()
+                    place = session.place
             except BaseException:
                 if session is not None:
                     for ref in session.touched:
@@ -729,6 +755,8 @@ class ClusterService:
                 raise
             finally:
                 self._session = None
+        if place:  # planned outside the write lock, as a Reflection run's placing
+            self.place_after_merges(place)
 
     # ------------------------------------------------------------------ online path
 
@@ -771,8 +799,10 @@ class ClusterService:
         if not episodes:
             return outcome
         with self._writing() as conn:
-            # an Episode archived toward one of these (by hand) is history of its cluster
-            conn.recheck_history(ref, [eid for _, eid, _ in episodes])
+            # an Episode archived toward one of these (by hand) is history of its cluster;
+            # an archived one is noted by _retire, below
+            conn.recheck_history(ref, [eid for _, eid, e in episodes if e.deprecated_by is None],
+                                 live=True)
             members = self._member_rows(conn, ref, [eid for _, eid, _ in episodes])
             missing = [eid for _, eid, e in episodes
                        if eid not in vectors and e.deprecated_by is None]
@@ -953,7 +983,7 @@ class ClusterService:
                 cur = conn.execute("UPDATE clusters SET consolidated_entry_id=NULL, "
                                    f"consolidated_at=NULL WHERE {_BY_ID} AND "
                                    "consolidated_entry_id=?", (row["cluster_id"], eid))
-                if cur.rowcount:
+                if cur.rowcount and not self._hand_over(conn, ref, row["cluster_id"]):
                     self._recheck_cluster_history(conn, ref, row["cluster_id"])
                 touched.add(row["cluster_id"])
             for cluster_id in sorted(touched):
@@ -1453,6 +1483,14 @@ class ClusterService:
                 conn.flush()  # the rebuild reads this cluster as another user's
                 self._recluster_user(displaced, self._episode_rows(displaced))
             return "narrative-new-cluster"
+        if row is None and not self._merging(conn, ref, cid) and conn.execute(
+                f"SELECT 1 FROM cluster_members WHERE {_OF_CLUSTER} AND deprecated_by IS NULL "
+                "AND entry_id != ? LIMIT 1", (cid, entry_id)).fetchone():
+            # written by hand into a cluster with live members: a rebuild seeds the cluster
+            # with it and places every other Episode of its user after it by the rule, so
+            # those unlike it found clusters of their own. A merge's narrative is placed so
+            # once its run is done (place_after_merges)
+            conn.place.add(ref)
         if cluster["consolidated_entry_id"] is None:
             # consolidated now: what was archived toward a live member is history here
             conn.recheck_history(ref, [r["entry_id"] for r in conn.execute(
@@ -1471,6 +1509,14 @@ class ClusterService:
                          f"WHERE {_BY_ID}", (entry_id, at, cid))
         self._recompute(conn, ref, cid, known={entry_id: vec})
         return "narrative"
+
+    @staticmethod
+    def _merging(conn: _Write, ref: UserRef, cid: str) -> bool:
+        """Is a Reflection merge of ``cid`` under way (its journal row is there until the
+        merge is settled)? Its run places the user's Episodes once its merges are done."""
+        return conn.execute("SELECT 1 FROM merge_journal WHERE app_id=? AND project_id=? AND "
+                            "user_id=? AND cluster_id=? LIMIT 1",
+                            (ref.app, ref.project, ref.user_id, cid)).fetchone() is not None
 
     def _founded_before(self, conn: _Write, ref: UserRef, cid: str) -> bool:
         """Does a live narrative of a user a rebuild takes before ``ref`` name ``cid``, with
@@ -1493,8 +1539,12 @@ class ClusterService:
         its log moved by hand into another user's folder, or the user's folder renamed,
         while the old log was still indexed. The old user's cluster goes when that log is
         dropped, in the same flush or in any later one (watcher events seconds apart, a
-        renamed folder that had not yet stood still). Until no id is freed (an attach may
-        free another)."""
+        renamed folder that had not yet stood still). Every live narrative of the user that
+        takes an id is attached to it, the newest consolidating it, as a rebuild seeds the
+        cluster with the newest and attaches the others (the first alone was, and the others
+        stayed in no cluster), and the user's Episodes are placed as a rebuild places them
+        once the transaction is committed. Until no id is freed (an attach may free
+        another)."""
         tried: set[str] = set()  # an id is looked up once (a narrative refused re-adds it)
         while conn.freed - tried:
             freed, conn.freed = sorted(conn.freed - tried), set()
@@ -1519,13 +1569,20 @@ class ClusterService:
                 rows = [r for r in rows if r["id"] not in placed and r["parent_id"] not in held]
                 vectors = self._vectors(ref, [r["id"] for r in rows])
                 at = self._consolidated_times(ref, [r["id"] for r in rows if r["id"] in vectors])
+                taken: set[str] = set()  # the ids this user's narratives took here
                 for r in rows:
-                    if r["id"] in vectors and r["parent_id"] not in held:
-                        self._attach_narrative(conn, ref, r["id"], r["parent_id"],
-                                               normalize(vectors[r["id"]]),
-                                               entry_epoch(r["id"], r["ts"]), r["text_hash"],
-                                               at[r["id"]])
-                        held.add(r["parent_id"])
+                    cid = r["parent_id"]
+                    if r["id"] in vectors and (cid not in held or cid in taken):
+                        if self._attach_narrative(conn, ref, r["id"], cid,
+                                                  normalize(vectors[r["id"]]),
+                                                  entry_epoch(r["id"], r["ts"]),
+                                                  r["text_hash"],
+                                                  at[r["id"]]) != "foreign-cluster":
+                            taken.add(cid)
+                            # a rebuild seeds its cluster before placing any Episode: one
+                            # like it, placed while another user held the id, joins it
+                            conn.place.add(ref)
+                        held.add(cid)
         conn.freed.clear()
 
     def _newer_than(self, conn: _Write, cid: str, a: str, b: str) -> bool:
@@ -1560,10 +1617,31 @@ class ClusterService:
                            f"WHERE {_BY_ID} AND consolidated_entry_id=?",
                            (by if successor else None, by if successor else None, cid,
                             entry_id))
-        if cur.rowcount and not successor:
+        if cur.rowcount and not successor and not self._hand_over(conn, ref, cid):
             self._recheck_cluster_history(conn, ref, cid)
         self._recompute(conn, ref, cid)
         return "retired"
+
+    def _hand_over(self, conn: _Write, ref: UserRef, cluster_id: str) -> bool:
+        """``cluster_id``'s narrative is gone (deleted or archived by hand): the newest live
+        narrative still attached to it, if any, consolidates it, as a rebuild seeds a cluster
+        with the newest live narrative naming it (a person's written later beside a merge's).
+        Left with none, the other was a live member of a cluster no longer consolidated, and
+        the history of both was dropped. True if one took it."""
+        row = conn.execute(
+            f"SELECT m.entry_id FROM cluster_members m WHERE m.{_OF_CLUSTER} AND "
+            "m.deprecated_by IS NULL AND EXISTS (SELECT 1 FROM entries e WHERE "
+            "e.app_id=m.app_id AND e.project_id=m.project_id AND e.user_id=m.user_id AND "
+            "e.id=m.entry_id AND e.kind='episode' AND e.parent_type='cluster' AND "
+            "e.deprecated_by IS NULL) ORDER BY m.ts DESC, m.entry_id DESC LIMIT 1",
+            (cluster_id,)).fetchone()
+        if row is None:
+            return False
+        narrative = row["entry_id"]
+        conn.execute(f"UPDATE clusters SET consolidated_entry_id=?, consolidated_at=? WHERE "
+                     f"{_BY_ID}", (narrative, self._consolidated_times(ref, [narrative])[
+                         narrative], cluster_id))
+        return True
 
     def _recheck_cluster_history(self, conn: _Write, ref: UserRef, cluster_id: str) -> None:
         """``cluster_id`` is no longer consolidated: its history goes (a rebuild lists
@@ -1608,7 +1686,8 @@ class ClusterService:
         return [r["cluster_id"] for r in rows if r["first"] is not None and r["cluster_id"]
                 != cluster_id_for(ref.app, ref.project, ref.user_id, r["first"])]
 
-    def _place_history(self, conn: _Write, ref: UserRef, ids: Iterable[str]) -> None:
+    def _place_history(self, conn: _Write, ref: UserRef, ids: Iterable[str],
+                       live: Iterable[str] = ()) -> None:
         """Put the archived Episodes tied to ``ids`` where a rebuild puts them
         (:meth:`_Rebuild.history`): those of ``ids`` that are archived and every Episode
         archived toward one of ``ids`` or toward those, along chains of updates. Each is
@@ -1618,7 +1697,8 @@ class ClusterService:
         narrative's log broken and then fixed) it was in no cluster, where a ``reindex``
         lists it as history of the narrative's; archived by hand toward an entry in no
         consolidated cluster (or none at all) it stayed listed, where a ``reindex`` has
-        no row of it."""
+        no row of it. ``live``: more ids, known live: only what is archived toward them is
+        read (an indexed batch's Episodes, most often the only ids, are not read twice)."""
         key = (ref.app, ref.project, ref.user_id)
         archived: dict[str, sqlite3.Row] = {}  # id -> its entries row (deprecated_by, ts …)
         frontier = sorted(set(ids))
@@ -1627,13 +1707,9 @@ class ClusterService:
                 f"SELECT id, ts, deprecated_by, text_hash FROM entries WHERE app_id=? AND "
                 f"project_id=? AND user_id=? AND id IN ({marks}) AND kind='episode' "
                 "AND deprecated_by IS NOT NULL", (*key, *chunk)))
+        frontier = sorted({*frontier, *live})
         for _ in range(_MAX_HOPS + 1):  # a chain of _MAX_HOPS + 1 updates: see last()
-            found: list[sqlite3.Row] = []
-            for chunk, marks in id_batches(frontier):
-                found += conn.execute(
-                    f"SELECT id, ts, deprecated_by, text_hash FROM entries WHERE app_id=? AND "
-                    f"project_id=? AND user_id=? AND deprecated_by IN ({marks}) "
-                    "AND kind='episode'", (*key, *chunk)).fetchall()
+            found = conn.execute(_ARCHIVED_TOWARD, (*key, json.dumps(frontier))).fetchall()
             frontier = sorted({r["id"] for r in found} - archived.keys())
             archived.update((r["id"], r) for r in found)
             if not frontier:
@@ -1796,9 +1872,17 @@ class ClusterService:
         trace of which Episode once founded a cluster. Audit rows (``reflection_report``)
         keep the id they named: they are history. A consolidated cluster keeps the id its
         narrative's ``parent_id`` names, as a rebuild does, and so does one that holds a
-        live narrative (an undo attaches it again). Returns its id, None if it is gone."""
-        row = conn.execute(f"SELECT cluster_key, consolidated_entry_id FROM clusters "
-                           f"WHERE {_BY_ID}", (cluster_id,)).fetchone()
+        live narrative (an undo attaches it again). Returns its id, None if it is gone.
+
+        ``ref``'s cluster, looked up with its user: another user's may hold the id too for
+        a moment (below). It takes no id another user's cluster holds; one it was denied so
+        is asked again once that cluster lets it go, in the same transaction
+        (:attr:`_Write.denied`). Looked up by id alone, a user's cluster gone from under an
+        id another user's had just taken back was that one, renamed after the wrong user."""
+        row = conn.execute(f"SELECT cluster_key, consolidated_entry_id FROM clusters WHERE "
+                           f"cluster_key IN {CLUSTER_KEY_OF_ID} AND app_id=? AND project_id=? "
+                           "AND user_id=?", (cluster_id, ref.app, ref.project,
+                                             ref.user_id)).fetchone()
         if row is None:
             return None
         key = row["cluster_key"]
@@ -1819,7 +1903,12 @@ class ClusterService:
                 if cid == cluster_id:
                     return cluster_id
                 if cid not in st:
-                    break
+                    if not conn.execute(
+                            f"SELECT 1 FROM clusters WHERE cluster_key IN {CLUSTER_KEY_OF_ID} "
+                            "AND NOT (app_id=? AND project_id=? AND user_id=?) LIMIT 1",
+                            (cid, ref.app, ref.project, ref.user_id)).fetchone():
+                        break
+                    conn.denied.setdefault(cid, {}).setdefault(ref, set()).add(cluster_id)
             attempt += 1
         conn.execute("UPDATE clusters SET cluster_id=? WHERE cluster_key=?", (cid, key))
         conn.execute("UPDATE cluster_members SET cluster_id=? WHERE cluster_key=?", (cid, key))
@@ -2083,6 +2172,14 @@ _NAMED_ELSEWHERE_IN = {
 _NAMED_ELSEWHERE_JSON = (
     "SELECT DISTINCT parent_id FROM entries WHERE parent_id IN "
     f"(SELECT value FROM json_each(?4)) AND {_NAMED_ELSEWHERE_WHERE}")
+
+#: the Episodes archived toward any of a JSON array of ids (:meth:`ClusterService.
+#: _place_history`): one statement text whatever the number of ids, compiled once (an IN
+#: list of one ``?`` per id was a text per count, compiled again for most users of a batch),
+#: one probe of the partial index of archived entries (migration 0025) per id
+_ARCHIVED_TOWARD = (
+    "SELECT id, ts, deprecated_by, text_hash FROM entries WHERE app_id=? AND project_id=? AND "
+    "user_id=? AND deprecated_by IN (SELECT value FROM json_each(?)) AND kind='episode'")
 
 #: texts of live Episodes that are not narratives, by id (:func:`_live_members`)
 _LIVE_TEXTS_IN = {
