@@ -301,6 +301,21 @@ class IndexRebuilding(EverosError):
         super().__init__(f"the index {path} {what} from the Markdown: try again in a moment")
 
 
+class EmbedderMismatch(EverosError):
+    """The vector index holds vectors of another dimension than this process's embedder
+    makes: a ``reindex`` with other embedding settings (hash and MiniLM, 16 and 384) rebuilt
+    it under a running ``serve``. LanceDB refused each query ("query dim(16) doesn't match
+    the column ... dim(384)"), a 500; it says which embedder made what, and what to do."""
+
+    def __init__(self, stored_dim: int, stored_model: str | None, name: str, dim: int) -> None:
+        made = f" made by {stored_model}" if stored_model else ""
+        super().__init__(
+            f"the vector index holds {stored_dim}-dimensional vectors{made}, but this process "
+            f"embeds with {name} ({dim} dimensions): the index was rebuilt with other "
+            "embedding settings; restart with the settings it was built with, or run "
+            "`everos-reflect reindex` with these")
+
+
 class IndexReadOnly(EverosError):
     """A write to the index of a root this process cannot write (a read-only mount, another
     user's root). Such a root is still searched and read as its index was last built; what

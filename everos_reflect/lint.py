@@ -139,6 +139,7 @@ def scan_store(
     store: MarkdownStore,
     files: Iterable[Path] | None = None,
     advance: Callable[[int], None] | None = None,
+    depth_cap: Callable[[Entry], tuple[str, int]] | None = None,
 ) -> StoreScan:
     """Parse every daily log once; collect problems (file order) and live/deprecated counts.
 
@@ -146,7 +147,9 @@ def scan_store(
     repeated in a file; since an id's kind and date name the one file that may hold it, that
     covers every duplicate per user. Added here, across a user's files:
     ``deprecated_entries`` naming unknown ids, and atomic facts whose episode is gone.
-    Only ids and references are kept between the two passes, not the files' text.
+    Only ids and references are kept between the two passes, not the files' text. With
+    ``depth_cap`` (a derived record → the tier that writes it and its ``max_depth``), a
+    record whose written ``depth`` is deeper is named (:func:`deep_record_problem`).
     """
     scan = StoreScan()
     kinds_of: dict[UserRef, dict[str, Kind]] = defaultdict(dict)
@@ -185,6 +188,9 @@ def scan_store(
             scan.counts[ref][f"{kind.value}:{state}"] += 1
             citations.add(rel, ref, kind, entry)
             rivals.add(rel, ref, kind, entry)
+            if depth_cap is not None and kind.derived and \
+                    (problem := deep_record_problem(entry, depth_cap)) is not None:
+                scan.problems.append(Problem(rel, entry.line, problem, "warning"))
             if kind == Kind.ATOMIC_FACT and entry.parent_type == "episode":
                 fact_parents.append((rel, ref, entry.id, entry.line, entry.parent_id))
             if not entry.deprecated_by:
@@ -219,6 +225,49 @@ def scan_store(
             scan.problems.append(Problem(rel, line, item.message()))
     scan.problems += citations.problems() + rivals.problems()
     return scan
+
+
+def deep_record_problem(entry: Entry,
+                        depth_cap: Callable[[Entry], tuple[str, int]]) -> str | None:
+    """What to say of a derived record whose ``depth``, as written, is deeper than the
+    ``max_depth`` of the tier that writes it (SPEC §10: at most ``max_depth``), else None. A
+    hand edit's ``depth: 7`` under a cap of 2 said nothing; an unreadable depth is the
+    parser's to name."""
+    depth = entry.meta.get("depth")
+    if not isinstance(depth, int) or isinstance(depth, bool):
+        return None
+    tier, cap = depth_cap(entry)
+    if depth <= cap:
+        return None
+    return (f"entry {entry.id}: depth {depth} is above max_depth {cap} of {tier} (SPEC §10: "
+            f"a record is at most max_depth deep; fix the depth, or raise "
+            f"[strategies.{tier}] max_depth in {OME_FILE_NAME})")
+
+
+def depth_caps(root: Path) -> Callable[[Entry], tuple[str, int]]:
+    """``depth_cap`` for :func:`scan_store`: the tier that writes a derived record and its
+    ``max_depth`` in ``root``'s ``ome.toml`` (each tier's default where the file or its
+    table is broken: those problems are named on their own)."""
+    from everos_reflect.engine.registry import get_strategy, validate_strategy_settings
+    from everos_reflect.strategies.provenance import writer_of
+
+    try:
+        tables = load_ome(root)
+    except ConfigError:
+        tables = {}
+    caps: dict[str, int] = {}
+
+    def cap(entry: Entry) -> tuple[str, int]:
+        tier = writer_of(entry)
+        if tier not in caps:
+            try:
+                caps[tier] = int(validate_strategy_settings(
+                    tier, tables.get(tier) or {}, OME_FILE_NAME)["max_depth"])
+            except ConfigError:
+                caps[tier] = int(get_strategy(tier).all_settings()["max_depth"].default)
+        return tier, caps[tier]
+
+    return cap
 
 
 class CitationGraph:
@@ -328,7 +377,9 @@ OUTSIDE_ROOT = "symlink leading outside the memory root: not read (nothing outsi
 
 
 def scan_with_outside(store: MarkdownStore, description: str = "Checking daily logs",
-                      progress: Progress | None = None) -> StoreScan:
+                      progress: Progress | None = None,
+                      depth_cap: Callable[[Entry], tuple[str, int]] | None = None,
+                      ) -> StoreScan:
     """:func:`scan_store` over every file, plus a problem per symlink the store refused to
     follow out of the root, per user folder whose name is not a valid id (app, project or
     user) and per folder, FIFO or device named like a log: the store skips those, so without
@@ -342,7 +393,7 @@ def scan_with_outside(store: MarkdownStore, description: str = "Checking daily l
                                   misnamed=misnamed))
     watch = progress(description, len(files)) if progress else nullcontext(None)
     with watch as advance:
-        scan = scan_store(store, files, advance)
+        scan = scan_store(store, files, advance, depth_cap)
     scan.problems[:0] = skipped_problems(outside, invalid) + irregular_problems(
         store.root, irregular) + misnamed_problems(misnamed)
     return scan
@@ -469,7 +520,7 @@ def lint_report(root: Path, progress: Progress | None = None) -> dict[str, Any]:
     except ConfigError:
         limits = None  # reported with the other config problems; checked with defaults
     scan = scan_with_outside(MarkdownStore(root, limits=limits), "Checking daily logs",
-                             progress)
+                             progress, depth_caps(root))
     problems = config_problems(root) + scan.problems + journal_problems(root)
     return {"root": str(root), "ok": not problems, "files_checked": scan.files,
             "problems": [p.as_dict() for p in problems]}
@@ -477,7 +528,8 @@ def lint_report(root: Path, progress: Progress | None = None) -> dict[str, Any]:
 
 __all__ = ["BUILTIN_STRATEGIES", "OUTSIDE_ROOT", "CitationGraph", "LessonRivals", "Problem",
            "Progress", "StoreScan",
-           "config_problems", "irregular_problems", "journal_problems", "lint_report",
+           "config_problems", "deep_record_problem", "depth_caps", "irregular_problems",
+           "journal_problems", "lint_report",
            "misnamed_problems",
            "scan_store",
            "scan_with_outside", "skipped_problems"]

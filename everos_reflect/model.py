@@ -387,6 +387,9 @@ ENTRY_ID_RE = re.compile(rf"^({_PREFIXES})_([0-9]{{8}})_([0-9]{{4,{SEQ_MAX_DIGIT
 #: Any entry id written inside a text (frontmatter, markers, an LLM reply).
 ID_MENTION_RE = re.compile(rf"\b(?:{_PREFIXES})_[0-9]{{8}}_[0-9]{{4,{SEQ_MAX_DIGITS}}}\b",
                            re.ASCII)
+#: What a conviction key may look like (SPEC §10 ``keys``; written as metadata and shown in
+#: prompts): here, below the strategies, so that the parser's lint of a key reads it too.
+CONVICTION_KEY_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 #: A daily-log file name: group 1 the stem, group 2 the date.
 LOG_FILENAME_RE = re.compile(rf"^({_STEMS})-(\d{{4}}-\d{{2}}-\d{{2}})\.md$")
 

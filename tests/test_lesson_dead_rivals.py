@@ -15,6 +15,7 @@ from everos_reflect.index.search import search
 from everos_reflect.index.sync import Indexer
 from everos_reflect.lint import lint_report
 from everos_reflect.runtime import Runtime
+from everos_reflect.strategies.insight_views import explain
 from tests.test_hand_written_lesson_rivals import REF, lesson
 
 
@@ -69,3 +70,15 @@ def test_search_serves_a_lesson_whose_rivals_are_no_live_lessons_as_active(rt: R
                                    "--json", "--root", str(rt.root)])
     listed = {x["id"]: x["status"] for x in json.loads(out.output)["lessons"]}
     assert {i: found[i] for i in listed} == listed  # search and `lessons` agree
+
+
+def test_explain_serves_a_lesson_contested_by_no_live_rival_as_active(rt: Runtime) -> None:
+    rival = lesson(rt, "Retry at once.")
+    task = lesson(rt, "Check the logs first.", contested_with=["tk_20261012_0001"])
+    empty = lesson(rt, "Pin the image tag.", contested_with=[])
+    mixed = lesson(rt, "Roll back first.", contested_with=["ls_20261001_0009", rival])
+
+    explained = {i: explain(rt, REF, i)["status"] for i in (rival, task, empty, mixed)}
+
+    assert explained == {rival: "contested", task: "active", empty: "active",
+                         mixed: "contested"}

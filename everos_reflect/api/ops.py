@@ -66,6 +66,7 @@ ERROR_CODES: tuple[tuple[type[Exception], int, str], ...] = (
     (errors.IndexUnavailable, 503, "index_unavailable"),
     (errors.IndexRebuilding, 503, "index_rebuilding"),
     (errors.IndexReadOnly, 503, "index_read_only"),
+    (errors.EmbedderMismatch, 503, "embedder_mismatch"),
     (errors.NeverIndexed, 503, "not_indexed"),
     (errors.IndexUnreadable, 503, "index_unreadable"),
     (errors.VectorIndexUnreadable, 503, "index_unreadable"),

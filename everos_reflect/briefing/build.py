@@ -42,6 +42,7 @@ from everos_reflect.embedding.base import embed_query
 from everos_reflect.errors import EverosError, InvalidRequest
 from everos_reflect.index import reads
 from everos_reflect.index.filters import where_clause
+from everos_reflect.index.search import same_dimensions
 from everos_reflect.model import (
     MAX_BRIEFING_QUERY_CHARS,
     MAX_BRIEFING_TOKENS,
@@ -50,6 +51,7 @@ from everos_reflect.model import (
     Kind,
     UserRef,
     blank,
+    format_timestamp,
     id_items,
     json_got,
     must_not_be_empty,
@@ -245,6 +247,10 @@ def lesson_task_types(runtime: Runtime, ref: UserRef) -> list[str]:
 
 
 def _stamp(entry: Entry) -> str | None:
+    """``entry``'s timestamp as the index and every other item has it (ISO 8601): the YAML
+    datetime's ``str`` served each conviction as "2026-10-08 10:00:00+00:00"."""
+    if entry.timestamp is not None:
+        return format_timestamp(entry.timestamp, fraction=True)
     value = entry.meta.get("timestamp")
     return str(value) if value is not None else None
 
@@ -255,7 +261,8 @@ def _search(runtime: Runtime, kind: Kind, vector: np.ndarray, ref: UserRef, k: i
     and whether the search was cut at ``k`` (more records of the kind may lie past it)."""
     where = where_clause(app_id=ref.app, project_id=ref.project, user_id=ref.user_id,
                          include_deprecated=False)
-    rows = runtime.vectors.search_vector(kind, vector, k=k, where=where)
+    with same_dimensions(runtime, kind):
+        rows = runtime.vectors.search_vector(kind, vector, k=k, where=where)
     for row in rows:
         row["_similarity"] = 1.0 - float(row["_distance"])
     return [r for r in rows if r["_similarity"] >= min_similarity], len(rows) >= k

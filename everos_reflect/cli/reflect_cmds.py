@@ -90,9 +90,9 @@ def reports_cmd(root: str | None, limit: int, as_json: bool) -> None:
         return
     if not reports and merged:
         # the audit lives in system.db alone (SPEC §6): lost with .index/, never rebuilt
-        say(f"No Reflection reports in the audit, though the logs hold {merged} merged "
-            "narratives: the audit is kept in .index/sqlite/system.db only, which `reindex` "
-            "keeps but a removed .index/ loses.")
+        say(f"No Reflection reports in the audit, though the logs hold "
+            f"{counted(merged, 'merged narrative')}: the audit is kept in "
+            ".index/sqlite/system.db only, which `reindex` keeps but a removed .index/ loses.")
         return
     if not reports:
         say("No Reflection reports yet: nothing has been merged in this root.")

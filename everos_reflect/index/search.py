@@ -17,16 +17,18 @@ no single entry (a whole history in one) can fill the result.
 
 from __future__ import annotations
 
+import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from everos_reflect.embedding.base import embed_query
-from everos_reflect.errors import EverosError, InvalidSearch
+from everos_reflect.errors import EmbedderMismatch, EverosError, InvalidSearch
 from everos_reflect.index.filters import where_clause
 from everos_reflect.index.recency import RECENCY_COSINE, key, latest_first
 from everos_reflect.index.snippet import make_passages
@@ -46,8 +48,8 @@ from everos_reflect.problem_words import one_of
 from everos_reflect.procedural.lessons import (
     LIVE_STATUSES,
     lesson_status,
-    read_lesson,
-    served,
+    rivals_decide,
+    served_statuses,
 )
 from everos_reflect.typed_numbers import whole_value_problem
 
@@ -292,10 +294,11 @@ def search(
     vectors: dict[tuple[str, str, str, str, str], Any] = {}
     for k in wanted:
         fetch = top_k if not k.derived or include_stale else min(MAX_TOP_K, top_k * 3)
-        found = _search_kind(runtime, k, query, vector, mode=mode, top_k=fetch, where=where,
-                             include_deprecated=include_deprecated,
-                             vectors=None if k.derived else vectors,
-                             per_entry=passages_per_entry)
+        with same_dimensions(runtime, k):
+            found = _search_kind(runtime, k, query, vector, mode=mode, top_k=fetch,
+                                 where=where, include_deprecated=include_deprecated,
+                                 vectors=None if k.derived else vectors,
+                                 per_entry=passages_per_entry)
         if k.derived:
             found = _with_status(runtime, found, include_stale)
         hits += found
@@ -304,6 +307,29 @@ def search(
     if latest_first_order:  # vectors came with the rows
         hits = latest_first(hits, vectors, threshold=RECENCY_COSINE)
     return with_passages(hits, passages_per_entry)[:top_k]
+
+
+#: LanceDB's refusal of a query vector whose dimension is not the stored vectors' one.
+_DIM_REFUSED = re.compile(r"query dim\((\d+)\) doesn't match the column .* dim\((\d+)\)")
+
+
+@contextmanager
+def same_dimensions(runtime: Runtime, kind: Kind) -> Iterator[None]:
+    """A vector search of ``kind`` (``search``, the briefing) whose query LanceDB refused for
+    its dimension raises :class:`EmbedderMismatch`, naming both embedders: a ``reindex`` with
+    other embedding settings under a running ``serve`` made every search a 500."""
+    try:
+        yield
+    except ValueError as exc:
+        found = _DIM_REFUSED.search(str(exc))
+        if found is None:
+            raise
+        try:
+            model = runtime.vectors.embed_model(kind)
+        except (EverosError, OSError, ValueError, RuntimeError):
+            model = None  # the dimensions still say it
+        raise EmbedderMismatch(int(found.group(2)), model, runtime.embedder.name,
+                               int(found.group(1))) from None
 
 
 def _kinds(values: Sequence[Kind | str], field: str) -> list[Kind]:
@@ -350,25 +376,15 @@ def _with_status(runtime: Runtime, hits: list[SearchHit], include_stale: bool) -
         # as the briefing serves it: `status: Active` was left out of a search as stale
         hit.status = (lesson_status(entry.id, entry.meta) if entry.kind is Kind.LESSON
                       else served_status(entry.meta))  # a lesson naming no rival: active
-        if hit.status == "contested" and entry.meta.get("contested_with") is not None:
+        if entry.kind is Kind.LESSON and rivals_decide(entry.id, entry.meta):
             # its rivals as `lessons` and the briefing read them: a task id or a lesson
             # deleted or retired by hand is no rival (searched, it was served as contested)
             if ref not in rivals_read:
-                rivals_read[ref] = _served_lesson_statuses(runtime, ref)
+                rivals_read[ref] = served_statuses(runtime.store, ref)
             hit.status = rivals_read[ref].get(hit.id, hit.status)
         if include_stale or hit.status in _SERVED.get(hit.kind, _ACTIVE):
             kept.append(hit)
     return kept
-
-
-def _served_lesson_statuses(runtime: Runtime, ref: UserRef) -> dict[str, str]:
-    """Each lesson of ``ref`` by id with its status as :func:`served` reads it (against the
-    user's other lessons); empty when the lessons cannot be read (each hit keeps its own)."""
-    try:
-        lessons = [read_lesson(e) for e in runtime.store.entries(ref, Kind.LESSON)]
-    except (EverosError, OSError):
-        return {}
-    return {x.id: x.status for x in served(lessons)}
 
 
 def _search_kind(

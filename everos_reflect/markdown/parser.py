@@ -45,6 +45,7 @@ import yaml
 
 from everos_reflect.errors import InvalidId, UnknownEntry, brief
 from everos_reflect.model import (
+    CONVICTION_KEY_RE,
     ENTRY_ID_RE,
     HIDDEN_FORMAT_CLASS,
     ID_MENTION_RE,
@@ -90,8 +91,12 @@ SCHEMA_VERSION = 1
 #: 7: an entry id whose day cannot exist names the part ("there is no month 13"), and a
 #: lesson's or task's task_type that no query can name (none, ``deploy prod``), and an
 #: insight's insight_type that is neither reflection nor reconciliation, and a relation's
-#: relation_type that is not self_contradiction, warned of.
-PARSER_VERSION = 7
+#: relation_type that is not self_contradiction, warned of; 8: a derived record's
+#: stale_reason or an insight's question that is no text, and a conviction's key that no
+#: ``keys`` of ome.toml can name (a control character, over 64 characters), warned of; 9: a
+#: derived record's evidence_hash that is no mapping, and a relation's resolution that is no
+#: text, warned of.
+PARSER_VERSION = 9
 
 #: What the parser says of a log with nothing but white space in it (``> log``, a save cut
 #: short by a full disk): it holds no entry, so the index drops what it held (as a
@@ -1324,12 +1329,13 @@ class _Parser:
                 f"of {sorted(allowed)}",
                 "warning",
             )
-        for key in TEXT_KEYS:
+        for key in (*TEXT_KEYS, *_RECORD_TEXT_KEYS.get(eid.kind, ())):
             value = meta.get(key)
             if value is not None and meta_text(value) is None:
+                how = "shown and indexed as none" if key in TEXT_KEYS else "shown as none"
                 self.report(key_line(key), f"entry {eid}: {key} is a YAML "
-                            f"{_yaml_type(value)}, not one value: it is ignored (shown and "
-                            "indexed as none)", "warning")
+                            f"{_yaml_type(value)}, not one value: it is ignored ({how})",
+                            "warning")
             elif value is not None and not isinstance(value, str):
                 self.report(key_line(key), f"entry {eid}: {key} is read as "
                             f"{json_got(value)}, not as the text written: put it in quotes",
@@ -1347,6 +1353,14 @@ class _Parser:
                 self.report(key_line(key), f"entry {eid}: {key} holds {quoted_value(odd)}, "
                             "which is no entry id (e.g. ep_20261012_0001): it cites nothing",
                             "warning")
+        hashes = meta.get("evidence_hash")
+        if eid.kind.derived and hashes is not None and not isinstance(hashes, dict):
+            # read as no hash at all (provenance.evidence_hashes): an edit of a cited record
+            # went unnoticed, the record never went stale for it, and lint said nothing
+            self.report(key_line("evidence_hash"), f"entry {eid}: evidence_hash "
+                        f"{quoted_value(hashes)} is not a mapping of each cited id to its "
+                        "hash (read as none: an edit of a record it cites is not noticed)",
+                        "warning")
         if "importance" in meta:
             value = meta["importance"]
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10:
@@ -1452,6 +1466,12 @@ def _choice_problems(kind: Kind, meta: dict[str, Any],
         # so one without is in no worldview and no briefing, and nothing said why
         found.append(("key", "no key: a conviction is current per key, so one without is "
                       "in no worldview or briefing (write one, e.g. key: identity)"))
+    elif kind is Kind.CONVICTION and not CONVICTION_KEY_RE.fullmatch(key.strip()):
+        # a control character ("\x1b[31m" in quotes), a space or 5,000 characters: no key
+        # `keys` in ome.toml may name, so no run ever writes its next version
+        found.append(("key", f"key {quoted_value(key.strip())} is not a key update_worldview "
+                      "writes (a letter, then at most 63 letters, digits, _ or -): no run "
+                      "revises this conviction, as ome.toml's keys cannot name it"))
     if kind is Kind.LESSON:
         kept = meta.get("lesson_type")
         if kept is not None and str(kept).strip().lower() not in LESSON_TYPES:
@@ -1556,6 +1576,17 @@ def _id_list_shape(value: object) -> str:
 #: mapping there is no one value: it is read as absent (:func:`~everos_reflect.model.meta_text`),
 #: and named.
 TEXT_KEYS = ("session_id", "parent_id", "task_type")
+
+#: A derived record's text-valued keys a person may write (SPEC §10: ``stale_reason``, an
+#: insight's ``question``, a relation's ``resolution``), named as :data:`TEXT_KEYS` are when
+#: YAML reads them as no text: ``question: [a, b]`` was answered by ``insights`` as a list,
+#: ``stale_reason: 42`` as a number, and lint said nothing.
+_RECORD_TEXT_KEYS: dict[Kind, tuple[str, ...]] = {
+    Kind.INSIGHT: ("question", "stale_reason"),
+    Kind.CONVICTION: ("stale_reason",),
+    Kind.RELATION: ("stale_reason", "resolution"),
+    Kind.LESSON: ("stale_reason",),
+}
 
 #: The id lists of a derived record (SPEC §10). A hand edit that makes one a mapping
 #: (``evidence: {x: 1}``) is named: read as one id, its Python text was written back as one.

@@ -14,16 +14,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from everos_reflect.errors import EverosError
 from everos_reflect.model import (
     Entry,
+    Kind,
+    UserRef,
     format_timestamp,
     id_items,
     id_order,
     meta_text,
     served_status,
 )
+
+if TYPE_CHECKING:
+    from everos_reflect.markdown.store import MarkdownStore
 
 LESSON_TYPES = ("do", "avoid")
 LIVE_STATUSES = ("active", "contested")
@@ -117,6 +123,26 @@ def lesson_status(lesson_id: str, meta: Mapping[str, Any]) -> str:
     names no rival (:func:`no_rival`)."""
     status = served_status(meta)
     return "active" if status == "contested" and no_rival(lesson_id, meta) else status
+
+
+def rivals_decide(lesson_id: str, meta: Mapping[str, Any]) -> bool:
+    """Whether a lesson's status as served depends on the user's other lessons: it reads as
+    contested and names its rivals, which count only while they are live lessons of its task
+    type (:func:`served`). A reader of one lesson (``search``, ``explain``) then asks
+    :func:`served_statuses`."""
+    return lesson_status(lesson_id, meta) == "contested" and \
+        meta.get("contested_with") is not None
+
+
+def served_statuses(store: MarkdownStore, ref: UserRef) -> dict[str, str]:
+    """Each lesson of ``ref`` by id with its status as :func:`served` reads it (against the
+    user's other lessons), for the readers of one lesson that :func:`rivals_decide`; empty
+    when the lessons cannot be read (each then keeps its own status)."""
+    try:
+        lessons = [read_lesson(e) for e in store.entries(ref, Kind.LESSON)]
+    except (EverosError, OSError):
+        return {}
+    return {x.id: x.status for x in served(lessons)}
 
 
 def successor(lesson_id: str, archived: Mapping[str, str]) -> str:

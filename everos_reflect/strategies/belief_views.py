@@ -22,6 +22,7 @@ from everos_reflect.model import (
     control_problem,
     format_timestamp,
     id_order,
+    meta_text,
 )
 from everos_reflect.problem_words import one_of
 from everos_reflect.strategies import beliefs
@@ -69,7 +70,8 @@ def relation_dict(entry: Entry) -> dict[str, Any]:
         "status": beliefs.status_of(entry), "timestamp": _stamp(entry),
         "depth": beliefs.depth_of(entry),
         **_listed_evidence(entry),
-        "resolution": beliefs.plain(entry.meta.get("resolution")),
+        # one piece of text: a list or mapping by hand is none (lint names it)
+        "resolution": meta_text(entry.meta.get("resolution")),
         "resolved_at": (format_timestamp(ts) if isinstance(ts := entry.meta.get("resolved_at"),
                                                             datetime) else beliefs.plain(ts)),
     }

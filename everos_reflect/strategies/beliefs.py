@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from everos_reflect.model import (
+    CONVICTION_KEY_RE,
     SELF_CONTRADICTION,
     Entry,
     Kind,
@@ -48,7 +48,7 @@ DEFAULT_KEYS: tuple[str, ...] = ("identity", "strategy", "commitments", "risks",
 #: says they were fulfilled or cancelled (a strategy shift is no such evidence).
 BINDING_KEYS: frozenset[str] = frozenset({"commitments"})
 #: What a conviction key may look like (it is written as metadata and shown in prompts).
-KEY_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+KEY_RE = CONVICTION_KEY_RE
 
 #: The most records one derived record may cite: each citation costs its ``evidence`` id and
 #: its ``evidence_hash`` (some 70 bytes), and a record citing a thousand passed the 64 KiB a

@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import MarkdownError, UnknownEntry
 from everos_reflect.markdown.parser import is_entry_id
-from everos_reflect.model import MAX_LISTED_EVIDENCE, EntryId, Kind, UserRef, id_order
+from everos_reflect.model import (
+    MAX_LISTED_EVIDENCE,
+    EntryId,
+    Kind,
+    UserRef,
+    id_order,
+    meta_text,
+)
+from everos_reflect.procedural.lessons import lesson_status, rivals_decide, served_statuses
 from everos_reflect.provenance import provenance
 from everos_reflect.strategies.beliefs import instant, plain
 from everos_reflect.strategies.provenance import evidence_of, status_of
@@ -48,13 +56,14 @@ def insight_dict(entry: Entry) -> dict[str, Any]:
         "kind": entry.kind.value,
         "timestamp": entry.timestamp.isoformat() if entry.timestamp else None,
         "text": entry.content,
-        "question": plain(meta.get("question")),
+        # one piece of text each: a list or mapping by hand is none (lint names it)
+        "question": meta_text(meta.get("question")),
         "evidence": evidence[:MAX_LISTED_EVIDENCE],
         "evidence_count": len(evidence),
         "depth": plain(meta.get("depth")),
         "importance": plain(meta.get("importance")),
         "status": status_of(entry),
-        "stale_reason": plain(meta.get("stale_reason")),
+        "stale_reason": meta_text(meta.get("stale_reason")),
         "insight_type": plain(meta.get("insight_type")),
         "provider": plain(meta.get("provider")),
         "deprecated_by": entry.deprecated_by,
@@ -131,6 +140,20 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
             if eid not in unknown:  # else :func:`get` finds out why, id by id
                 cache[eid] = found.get(eid)
 
+    lessons: list[dict[str, str]] = []  # the user's lessons as served, read when needed
+
+    def node_status(entry: Entry) -> str:
+        """As ``lessons``, the briefing and ``search`` serve it: a lesson contested by no
+        live rival (none named, a task id, a lesson deleted by hand) is active; it was
+        explained as contested."""
+        if entry.kind is not Kind.LESSON:
+            return status_of(entry)
+        if not rivals_decide(entry.id, entry.meta):
+            return lesson_status(entry.id, entry.meta)
+        if not lessons:
+            lessons.append(served_statuses(runtime.store, ref))
+        return lessons[0].get(entry.id, "contested")
+
     def node(eid: str) -> tuple[dict[str, Any], list[str]]:
         """The node of ``eid`` (evidence not filled in yet) and the ids it cites."""
         entry = get(eid)
@@ -145,7 +168,7 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
             "id": entry.id, "kind": entry.kind.value,
             "date": entry.timestamp.date().isoformat() if entry.timestamp else None,
             "text": clip_text(entry.content or entry.subject, MAX_NODE_TEXT_CHARS),
-            "status": status_of(entry) if entry.kind.derived else None,
+            "status": node_status(entry) if entry.kind.derived else None,
             "deprecated_by": entry.deprecated_by, "evidence": []}
         if entry.kind is Kind.ATOMIC_FACT and entry.parent_id:
             out["parent_id"] = entry.parent_id
