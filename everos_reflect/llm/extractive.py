@@ -1978,7 +1978,7 @@ def _other_roles(old: _Sentence, new: _Sentence) -> bool:
     stay, no current state). Not when the later does at home what the earlier went to
     ("Bea takes the bus to work." / "Bea works from home now."): the way there ended."""
     x, y = _roles(old), _roles(new)
-    shared = set(x) & set(y) - {old.subject or "", new.subject or ""}
+    shared = x.keys() & (y.keys() - {old.subject or "", new.subject or ""})
     if shared and _AT_HOME_RE.search(new.text) and all(
             "to" in x[w] and "v" in y[w] for w in shared):
         return False  # the way to work, then work done from home: no way there any more
@@ -2068,13 +2068,15 @@ def _now_instead(old: _Sentence, new: _Sentence, cos: float) -> bool:
 _LABEL_RE = re.compile(r"^\s*([^\W\d_][\w'’-]*(?:\s+[\w'’-]+){0,2})\s*:\s+(?=\S)")
 
 
+@_per_sentence
 def _labelled(text: str) -> tuple[str, str] | None:
     """``(label, value)`` of a labelled note ("Job: barista." → ``("Job", "barista")``: at most
     three words before a colon, the value after it on one line, without one closing "." or
     "!"); else None. The value was read by a pattern whose lazy value and trailing spaces
     were tried against each other at every position, so a note with a long run of spaces
     in it took 14 s to read at 40,000 (minutes at 256 KiB, in a Reflection run); the same
-    answer, read once."""
+    answer, read once, and kept per text (the version join asks it of both sides of every
+    pair)."""
     m = _LABEL_RE.match(text)
     if m is None:
         return None
