@@ -10,7 +10,7 @@ statement after the queue fills writes it: ``_place_history``'s total holds that
 counters add ~0.5 µs a call of their own, so a step called per Episode reads high by that.
 
     python bench/clustering_split.py LOCOMO_JSON --vectors-cache vecs.npy [--scale 20] \
-        [--without-version-trigger] [--count-near]
+        [--without-version-trigger] [--count-near] [--consolidate-days 30] [--distinct-texts]
 """
 
 from __future__ import annotations
@@ -109,7 +109,14 @@ def instrument() -> None:
             (service._Write, "placed_run", "placed_run (queue the rows)"),
             (service._Write, "finish", "finish (write the queue)"),
             (service._Write, "flush", "flush (the queue's statements; inside the first "
-                                      "statement after it fills, or finish)")]:
+                                      "statement after it fills, or finish)"),
+            (matrix._PivotGroups, "put", "_PivotGroups.put (a consolidated cluster placed "
+                                         "in the pivot index)"),
+            (matrix._PivotGroups, "_matrix", "_PivotGroups._matrix (the pivots stacked)"),
+            (matrix._PivotGroups, "cosines", "_PivotGroups.cosines (a run's pivot bounds)"),
+            (matrix.UserClusters, "_rejoin_pairs", "_rejoin_pairs (a run's far rejoins)"),
+            (matrix.UserClusters, "_later_rejoin",
+             "_later_rejoin (the items a consolidated cluster just joined may still take)")]:
         setattr(owner, name, _timed(label, getattr(owner, name)))
     member_rows = service.ClusterService._member_rows
     service.ClusterService._member_rows = staticmethod(  # type: ignore[method-assign]
@@ -174,6 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--without-version-trigger", action="store_true",
                         help="drop clusters_version_insert first (to size it; not a change "
                              "to make: other writers' inserts would no longer be counted)")
+    parser.add_argument("--consolidate-days", type=float, default=0.0,
+                        help="every eligible cluster consolidated every that many days of "
+                             "stream time (bench_clustering.py's consolidated row; the "
+                             "consolidating itself is not counted)")
+    parser.add_argument("--distinct-texts", action="store_true",
+                        help="each copy of a one-owner stream says its own texts")
     parser.add_argument("--count-near", action="store_true",
                         help="also count the Episodes asked for the join of a newer version "
                              "and those with a cluster at the version floor (slows the run)")
@@ -182,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = replace(settings, clustering=replace(settings.clustering,
                                                     member_threshold=args.member_threshold))
     base, _ = bc.locomo_stream(args.locomo, args.vectors_cache)
-    items = bc.one_owner_stream(base, args.scale) if args.scale else base
+    items = (bc.one_owner_stream(base, args.scale, distinct=args.distinct_texts) if args.scale
+             else base)
     entries = bc._entries(items)
     instrument()
     near = count_near() if args.count_near else None
@@ -196,7 +210,19 @@ def main(argv: list[str] | None = None) -> int:
         calls.clear()
         gc.collect()
         gc.freeze()
+        days = args.consolidate_days
+        next_consolidation = items[0].ts + days * bc.DAY
+        seq = 0
         for start in range(0, len(items), bc.BATCH):
+            if days and items[start].ts >= next_consolidation:
+                counters = (spent, own, calls, rows_written)
+                kept = [c.copy() for c in counters]
+                bc._consolidate_all(svc, rt, refs.values(), seq)
+                seq += 1
+                next_consolidation = items[start].ts + days * bc.DAY
+                for counter, before in zip(counters, kept, strict=True):
+                    counter.clear()  # nothing of the consolidating is counted
+                    counter.update(before)
             by_owner: dict[str, list[bc.Item]] = {}
             for it in items[start:start + bc.BATCH]:
                 by_owner.setdefault(it.owner, []).append(it)
