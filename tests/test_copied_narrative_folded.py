@@ -16,7 +16,7 @@ import pytest
 from everos_reflect.index.sync import Indexer
 from everos_reflect.model import Kind, UserRef
 from tests.reflect_fixtures import ANDREW, check_invariants, reports, run_reflection
-from tests.test_cluster_history_as_reindex import merged_root
+from tests.test_cluster_history_as_reindex import as_reindexed, cluster_tables, merged_root
 
 pytestmark = pytest.mark.usefixtures("settle_at_once")
 
@@ -24,7 +24,7 @@ BOB = UserRef.of("u_bob")
 
 
 def test_a_copied_narrative_beside_its_revived_sources_is_folded_into_the_next_merge(
-        root: Path) -> None:
+        root: Path, tmp_path: Path) -> None:
     rt, sources, copied = merged_root(root)
     try:
         users = rt.root / "default_app" / "default_project" / "users"
@@ -52,5 +52,6 @@ def test_a_copied_narrative_beside_its_revived_sources_is_folded_into_the_next_m
         # the user it was copied from is untouched
         andrew = check_invariants(rt, ANDREW)
         assert andrew[copied].deprecated_by is None
+        assert cluster_tables(rt) == as_reindexed(rt, tmp_path / "rebuilt")
     finally:
         rt.close()
