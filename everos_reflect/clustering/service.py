@@ -61,6 +61,7 @@ from everos_reflect.clustering.online import (
     cluster_id_for,
     fold,
     in_window,
+    in_window_rows,
     mean_of,
     normalize,
     normalize_rows,
@@ -359,6 +360,10 @@ class _Write:
         #: users whose Episodes are placed as a rebuild places them once this transaction
         #: is committed (:meth:`ClusterService._attach_narrative`)
         self.place: set[UserRef] = set()
+        #: per user, the unit vectors and epochs of their live Episodes (not narratives),
+        #: read once per transaction (:meth:`ClusterService._draws_an_episode`): the
+        #: entries and vectors of a flush are written before its clusters
+        self.episode_vectors: dict[UserRef, tuple[np.ndarray, np.ndarray]] = {}
 
     def recheck_history(self, ref: UserRef, ids: Iterable[str], *, live: bool = False) -> None:
         """Note that the Episodes archived toward ``ids`` (directly or along a chain of
@@ -1476,12 +1481,16 @@ class ClusterService:
                         entry_id, cid)
             return "foreign-cluster"
         if cluster is None:
-            conn.insert_cluster(ref, _Cluster.new(cid, vec, ts, entry_id))
+            seed = _Cluster.new(cid, vec, ts, entry_id)
+            conn.insert_cluster(ref, seed)
             conn.execute(f"UPDATE clusters SET consolidated_at=? WHERE {_BY_ID}", (at, cid))
             conn.insert_member(ref, entry_id, cid, ts, None, text_hash)
             if displaced is not None:
                 conn.flush()  # the rebuild reads this cluster as another user's
                 self._recluster_user(displaced, self._episode_rows(displaced))
+            if ref not in conn.place and self._draws_an_episode(conn, ref, seed):
+                # a rebuild seeds it before placing any Episode: one like it joins it
+                conn.place.add(ref)
             return "narrative-new-cluster"
         if row is None and not self._merging(conn, ref, cid) and conn.execute(
                 f"SELECT 1 FROM cluster_members WHERE {_OF_CLUSTER} AND deprecated_by IS NULL "
@@ -1509,6 +1518,38 @@ class ClusterService:
                          f"WHERE {_BY_ID}", (entry_id, at, cid))
         self._recompute(conn, ref, cid, known={entry_id: vec})
         return "narrative"
+
+    def _draws_an_episode(self, conn: _Write, ref: UserRef, seed: _Cluster) -> bool:
+        """Would a live Episode of ``ref`` join ``seed`` (a narrative's cluster just founded
+        online: the id it names held by no cluster, or not a cluster id) were it there before
+        any Episode was placed, as a rebuild seeds it? Until one joins it the seed does not
+        change and every Episode is placed as it is now, so when none would, the rebuild
+        differs from the live clusters by the seed alone and the user need not be placed
+        again (:meth:`place_after_merges`: O(history) per narrative, where this reads the
+        user's vectors once per transaction and scores them in one product). Asked with a
+        margin of 1e-6 below each threshold: a tie placed again costs time, not a wrong
+        cluster."""
+        known = conn.episode_vectors.get(ref)
+        if known is None:
+            rows = conn.execute(
+                "SELECT id, ts, deprecated_by FROM entries WHERE app_id=? AND project_id=? AND "
+                "user_id=? AND kind='episode' AND deprecated_by IS NULL AND parent_type IS NOT "
+                "'cluster'", (ref.app, ref.project, ref.user_id)).fetchall()
+            vectors = self._user_vectors(ref, rows)
+            rows = [r for r in rows if r["id"] in vectors]
+            units = normalize_rows(np.stack([vectors[r["id"]] for r in rows])) if rows else \
+                np.zeros((0, len(seed.centroid)), dtype=np.float32)
+            known = conn.episode_vectors[ref] = (
+                units, np.array([entry_epoch(r["id"], r["ts"]) for r in rows], dtype=np.float64))
+        units, epochs = known
+        if not len(units):
+            return False
+        margin = 1e-6
+        sims = similarities(units, seed.centroid)
+        fits = sims * seed.norm >= self.member_threshold - margin
+        near = in_window_rows(seed.first_ts, epochs, epochs, self.window_seconds)
+        return bool(np.any(fits & ((sims >= self.rejoin_threshold - margin)
+                                   | ((sims >= self.threshold - margin) & near))))
 
     @staticmethod
     def _merging(conn: _Write, ref: UserRef, cid: str) -> bool:
