@@ -740,16 +740,18 @@ class ClusterService:
                     session = self._session = _Write(conn, self._cache)
                     yield session
                     while True:
-                        self._attach_freed(session)
+                        released = self._attach_freed(session)
                         while (noted := session.pop_history()) is not None:
                             self._place_history(session, *noted)
                         while session.founders:
                             ref, cids = session.founders.popitem()
                             self._rename_for_founders(session, ref, cids)
-                        for cid in sorted(session.denied.keys() & session.freed):
+                        # every id let go since the last look, by the syncs or the attaches
+                        # as by a rename or a history move: a cluster denied one takes it now
+                        for cid in sorted(session.denied.keys() & (released | session.freed)):
                             for ref, cids in session.denied.pop(cid).items():
                                 session.founders.setdefault(ref, set()).update(cids)
-                        if not session.freed:  # a rename or a history move freed an id
+                        if not (session.freed or session.founders):
                             break
                     session.finish()
                     place = session.place
@@ -1573,7 +1575,7 @@ class ClusterService:
             by_user.setdefault(UserRef(r[0], r[1], r[2]), []).append(r[3])
         return any(self._vectors(other, ids) for other, ids in by_user.items())
 
-    def _attach_freed(self, conn: _Write) -> None:
+    def _attach_freed(self, conn: _Write) -> set[str]:
         """Attach the live narratives, of any user, that name a cluster id this transaction freed
         and no cluster of another user holds now, as a rebuild attaches them (users in sorted order,
         as it takes them). One found naming a cluster another user held was attached nowhere: its
@@ -1584,7 +1586,8 @@ class ClusterService:
         newest consolidating it, as a rebuild seeds the cluster with the newest and attaches the
         others (the first alone was, and the others stayed in no cluster), and the user's Episodes
         are placed as a rebuild places them once the transaction is committed. Until no id is freed
-        (an attach may free another)."""
+        (an attach may free another). Returns every id it looked at, so that a cluster denied one
+        (:attr:`_Write.denied`) is asked again: they are no longer in ``conn.freed``."""
         tried: set[str] = set()  # an id is looked up once (a narrative refused re-adds it)
         while conn.freed - tried:
             freed, conn.freed = sorted(conn.freed - tried), set()
@@ -1631,7 +1634,9 @@ class ClusterService:
                             held[cid] = ref
                         else:
                             held[cid] = None  # another user's: no narrative takes it here
+        released = tried | conn.freed
         conn.freed.clear()
+        return released
 
     def _newer_than(self, conn: _Write, cid: str, a: str, b: str) -> bool:
         """True if member ``a`` sorts after member ``b`` by (ts, id), or ``b`` is not live."""
@@ -1945,19 +1950,26 @@ class ClusterService:
             return cluster_id
         st = conn.state(ref)
         attempt = 0
+        denied: list[str] = []  # held by another user's cluster: noted under the id it ends with
         while True:  # :func:`_free_id`'s test, the id it holds counting as free
             cid = cluster_id_for(ref.app, ref.project, ref.user_id, first[0], attempt)
             if not conn.named_elsewhere(ref, cid):
                 if cid == cluster_id:
-                    return cluster_id
+                    break
                 if cid not in st:
                     if not conn.execute(
                             f"SELECT 1 FROM clusters WHERE cluster_key IN {CLUSTER_KEY_OF_ID} "
                             "AND NOT (app_id=? AND project_id=? AND user_id=?) LIMIT 1",
                             (cid, ref.app, ref.project, ref.user_id)).fetchone():
                         break
-                    conn.denied.setdefault(cid, {}).setdefault(ref, set()).add(cluster_id)
+                    denied.append(cid)
             attempt += 1
+        for held in denied:
+            # asked again by the id it holds after this call: noted under the one it held
+            # before, a cluster renamed on was looked up there and found gone
+            conn.denied.setdefault(held, {}).setdefault(ref, set()).add(cid)
+        if cid == cluster_id:
+            return cluster_id
         conn.execute("UPDATE clusters SET cluster_id=? WHERE cluster_key=?", (cid, key))
         conn.execute("UPDATE cluster_members SET cluster_id=? WHERE cluster_key=?", (cid, key))
         conn.freed.add(cluster_id)  # a narrative of another user may name it
