@@ -171,6 +171,27 @@ def entry_epoch(entry_id: str, ts: float | datetime | None) -> float:
     return datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
 
 
+def _episodes_of(entries: Iterable[Entry]) -> list[tuple[float, str, Entry]]:
+    """``(epoch, id, entry)`` of each Episode of ``entries``, in (timestamp, id) order (stable:
+    an id given twice keeps its order). Entry properties parse or hash on every access: the
+    epoch is read here once per Episode and carried."""
+    return sorted(((entry_epoch(e.id, e.timestamp), e.id, e) for e in entries
+                   if e.kind is Kind.EPISODE), key=_BY_TS_ID)
+
+
+class _Episodes(list[Entry]):
+    """Entries :meth:`ClusterService.on_entries_indexed_many` hands over with their
+    :func:`_episodes_of` already read (``episodes``), which ``on_entries_indexed`` takes
+    instead of reading every Episode's epoch a second time."""
+
+    __slots__ = ("episodes",)
+
+    def __init__(self, entries: Iterable[Entry],
+                 episodes: list[tuple[float, str, Entry]]) -> None:
+        super().__init__(entries)
+        self.episodes = episodes
+
+
 #: The narrative metadata key a Reflection merge writes its time to (ISO 8601, UTC).
 MERGED_AT_KEY = "merged_at"
 
@@ -799,9 +820,9 @@ class ClusterService:
             if matrix.ndim != 2 or len(matrix) != len(entries):
                 raise ValueError(f"expected {len(entries)} vectors, got shape {matrix.shape}")
             vectors = {e.id: matrix[n] for n, e in enumerate(entries)}
-        # Entry properties parse or hash on every access: read each once
-        episodes = sorted(((entry_epoch(e.id, e.timestamp), e.id, e) for e in entries
-                           if e.kind is Kind.EPISODE), key=_BY_TS_ID)
+        # read once (by on_entries_indexed_many, when it hands them over)
+        episodes = (entries.episodes if isinstance(entries, _Episodes)
+                    else _episodes_of(entries))
         outcome: dict[str, str] = {}
         if not episodes:
             return outcome
@@ -861,24 +882,25 @@ class ClusterService:
         scan's daily logs of one user, in file order. One call per user instead of one per
         file: a call's fixed cost (the membership look-up, the run's set-up) was most of the
         cost of a file holding one Episode."""
-        merged: list[tuple[UserRef, list[Entry], dict[str, np.ndarray]]] = []
+        merged: list[tuple[UserRef, _Episodes, dict[str, np.ndarray]]] = []
         last: tuple[float, str] | None = None
         ids: set[str] = set()
         for ref, entries, vectors in batches:
-            keys = sorted((entry_epoch(e.id, e.timestamp), e.id) for e in entries
-                          if e.kind is Kind.EPISODE)
-            if not keys:
+            episodes = _episodes_of(entries)
+            if not episodes:
                 continue
-            fresh = {k[1] for k in keys}
-            if (merged and merged[-1][0] == ref and last is not None and last < keys[0]
-                    and not ids & fresh):
+            fresh = {eid for _, eid, _ in episodes}
+            if (merged and merged[-1][0] == ref and last is not None
+                    and last < episodes[0][:2] and not ids & fresh):
+                # every key sorts after the previous batch's: the joined list stays sorted
                 merged[-1][1].extend(entries)
+                merged[-1][1].episodes.extend(episodes)
                 merged[-1][2].update(vectors)
                 ids |= fresh
             else:
-                merged.append((ref, list(entries), dict(vectors)))
+                merged.append((ref, _Episodes(entries, episodes), dict(vectors)))
                 ids = fresh
-            last = keys[-1]
+            last = episodes[-1][:2]
         with self._writing():
             for ref, entries, vectors in merged:
                 self.on_entries_indexed(ref, entries, vectors)
