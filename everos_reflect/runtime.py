@@ -254,7 +254,7 @@ class Runtime:
 
         self.check_root()
         vectors = VectorIndex(self.index_dir / "lancedb", dim=self.embedder.dim,
-                              read_only=self.read_only)
+                              read_only=self.read_only, embedder_name=self.embedder.name)
         self._vectors_id = _identity(vectors.path)
         return vectors
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from everos_reflect.embedding import HashEmbedder
-from everos_reflect.errors import EverosError, InvalidId
+from everos_reflect.errors import EmbedderMismatch, EverosError, InvalidId
 from everos_reflect.index import vectors
 from everos_reflect.index.filters import sql_str, where_clause
 from everos_reflect.index.vectors import VectorIndex
@@ -285,7 +285,7 @@ def test_a_second_handle_sees_writes_of_the_first(tmp_path: Path) -> None:
 def test_opening_with_another_dimension_asks_for_reindex(tmp_path: Path) -> None:
     VectorIndex(tmp_path / "lancedb", EMB.dim).upsert("episode", [row(ANDREW, "ep_1", "a")])
     other = VectorIndex(tmp_path / "lancedb", 16)
-    with pytest.raises(EverosError, match=r"32-dimensional .* makes 16.*reindex"):
+    with pytest.raises(EmbedderMismatch, match=r"32-dimensional .* \(16 dimensions\).*reindex"):
         other.count("episode")
     other.reset()
     assert other.count("episode") == 0

@@ -42,7 +42,6 @@ from everos_reflect.embedding.base import embed_query
 from everos_reflect.errors import EverosError, InvalidRequest
 from everos_reflect.index import reads
 from everos_reflect.index.filters import where_clause
-from everos_reflect.index.search import same_dimensions
 from everos_reflect.model import (
     MAX_BRIEFING_QUERY_CHARS,
     MAX_BRIEFING_TOKENS,
@@ -261,8 +260,7 @@ def _search(runtime: Runtime, kind: Kind, vector: np.ndarray, ref: UserRef, k: i
     and whether the search was cut at ``k`` (more records of the kind may lie past it)."""
     where = where_clause(app_id=ref.app, project_id=ref.project, user_id=ref.user_id,
                          include_deprecated=False)
-    with same_dimensions(runtime, kind):
-        rows = runtime.vectors.search_vector(kind, vector, k=k, where=where)
+    rows = runtime.vectors.search_vector(kind, vector, k=k, where=where)
     for row in rows:
         row["_similarity"] = 1.0 - float(row["_distance"])
     return [r for r in rows if r["_similarity"] >= min_similarity], len(rows) >= k

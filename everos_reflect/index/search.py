@@ -17,18 +17,16 @@ no single entry (a whole history in one) can fill the result.
 
 from __future__ import annotations
 
-import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from everos_reflect.embedding.base import embed_query
-from everos_reflect.errors import EmbedderMismatch, EverosError, InvalidSearch
+from everos_reflect.errors import EverosError, InvalidSearch
 from everos_reflect.index.filters import where_clause
 from everos_reflect.index.recency import RECENCY_COSINE, key, latest_first
 from everos_reflect.index.snippet import make_passages
@@ -294,11 +292,10 @@ def search(
     vectors: dict[tuple[str, str, str, str, str], Any] = {}
     for k in wanted:
         fetch = top_k if not k.derived or include_stale else min(MAX_TOP_K, top_k * 3)
-        with same_dimensions(runtime, k):
-            found = _search_kind(runtime, k, query, vector, mode=mode, top_k=fetch,
-                                 where=where, include_deprecated=include_deprecated,
-                                 vectors=None if k.derived else vectors,
-                                 per_entry=passages_per_entry)
+        found = _search_kind(runtime, k, query, vector, mode=mode, top_k=fetch, where=where,
+                             include_deprecated=include_deprecated,
+                             vectors=None if k.derived else vectors,
+                             per_entry=passages_per_entry)
         if k.derived:
             found = _with_status(runtime, found, include_stale)
         hits += found
@@ -307,29 +304,6 @@ def search(
     if latest_first_order:  # vectors came with the rows
         hits = latest_first(hits, vectors, threshold=RECENCY_COSINE)
     return with_passages(hits, passages_per_entry)[:top_k]
-
-
-#: LanceDB's refusal of a query vector whose dimension is not the stored vectors' one.
-_DIM_REFUSED = re.compile(r"query dim\((\d+)\) doesn't match the column .* dim\((\d+)\)")
-
-
-@contextmanager
-def same_dimensions(runtime: Runtime, kind: Kind) -> Iterator[None]:
-    """A vector search of ``kind`` (``search``, the briefing) whose query LanceDB refused for
-    its dimension raises :class:`EmbedderMismatch`, naming both embedders: a ``reindex`` with
-    other embedding settings under a running ``serve`` made every search a 500."""
-    try:
-        yield
-    except ValueError as exc:
-        found = _DIM_REFUSED.search(str(exc))
-        if found is None:
-            raise
-        try:
-            model = runtime.vectors.embed_model(kind)
-        except (EverosError, OSError, ValueError, RuntimeError):
-            model = None  # the dimensions still say it
-        raise EmbedderMismatch(int(found.group(2)), model, runtime.embedder.name,
-                               int(found.group(1))) from None
 
 
 def _kinds(values: Sequence[Kind | str], field: str) -> list[Kind]:

@@ -31,7 +31,12 @@ from filelock import FileLock
 from lancedb.index import FTS, BTree, IvfPq
 from lancedb.query import MultiMatchQuery
 
-from everos_reflect.errors import EverosError, IndexReadOnly, VectorIndexUnreadable
+from everos_reflect.errors import (
+    EmbedderMismatch,
+    EverosError,
+    IndexReadOnly,
+    VectorIndexUnreadable,
+)
 from everos_reflect.index.filters import sql_str
 from everos_reflect.model import Kind, UserRef
 
@@ -121,6 +126,11 @@ def _schema(dim: int) -> pa.Schema:
     )
 
 
+def _stored_dim(table: Any) -> int:
+    """The dimension of the vectors ``table`` holds, as its schema says on disk now."""
+    return int(table.schema.field("vector").type.list_size)
+
+
 def row_key(app: str, project: str, user_id: str, entry_id: str) -> str:
     return f"{app}/{project}/{user_id}/{entry_id}"
 
@@ -149,6 +159,7 @@ class VectorIndex:
         cleanup_older_than: timedelta = timedelta(minutes=5),
         ann_min_rows: int | None = ANN_MIN_ROWS,
         read_only: bool = False,
+        embedder_name: str = "an embedder",
     ) -> None:
         self.path = Path(path)
         #: a root that cannot be written (a read-only mount, another user's root): tables are
@@ -156,6 +167,9 @@ class VectorIndex:
         #: or given its indexes, and a kind never indexed reads as empty
         self.read_only = read_only
         self.dim = int(dim)
+        #: the embedder of ``dim`` (``hash:16``): an index holding vectors of another
+        #: dimension is refused naming it (:class:`EmbedderMismatch`)
+        self.embedder_name = embedder_name
         self.cleanup_older_than = cleanup_older_than
         self.ann_min_rows = ann_min_rows
         if not read_only:
@@ -238,12 +252,9 @@ class VectorIndex:
             table = self._db.create_table(name, schema=_schema(self.dim), exist_ok=True)
         except (RuntimeError, OSError) as exc:  # LanceDB's "lance error: ..." on damaged files
             raise VectorIndexUnreadable(name, exc) from None
-        stored = table.schema.field("vector").type.list_size
+        stored = _stored_dim(table)
         if stored != self.dim:
-            raise EverosError(
-                f"the {name} vector index holds {stored}-dimensional vectors but the embedder "
-                f"makes {self.dim}: run `everos-reflect reindex` to rebuild it"
-            )
+            raise self._mismatch(table, stored)
         names = {ix.name for ix in table.list_indices()}
         for column in FTS_COLUMNS:
             if f"{column}_idx" not in names:
@@ -254,6 +265,36 @@ class VectorIndex:
             if f"{column}_idx" not in names:
                 table.create_index(column, config=BTree(), name=f"{column}_idx")
         return table
+
+    def _mismatch(self, table: Any, stored: int) -> EmbedderMismatch:
+        """The refusal of ``table`` holding ``stored``-dimensional vectors, naming the model
+        that made them (read from the table: ``embed_model`` would open it again)."""
+        try:
+            names = {r["embed_model"] for r in table.search().select(["embed_model"])
+                     .limit(max(1, table.count_rows())).to_list()}
+        except (ValueError, RuntimeError, OSError):
+            names = set()  # the dimensions still say it
+        return EmbedderMismatch(stored, ", ".join(sorted(names)) or None, self.embedder_name,
+                                self.dim)
+
+    @contextmanager
+    def _same_dimension(self, table: Any) -> Iterator[None]:
+        """A use of ``table`` that failed as it holds vectors of another dimension (a
+        ``reindex`` of another process with other embedding settings rebuilt it under this
+        handle) raises :class:`EmbedderMismatch`. LanceDB's own words for it ("cannot cast
+        field 'vector' from FixedSizeList(64 x Float32) ...", "query dim(64) doesn't match",
+        "variable length vectors") reached a client as they were; the stored dimension,
+        read on failure only, says it whatever LanceDB's words."""
+        try:
+            yield
+        except (ValueError, RuntimeError, VectorIndexUnreadable) as exc:
+            try:
+                stored = _stored_dim(table)
+            except (ValueError, RuntimeError, OSError, AttributeError):
+                raise exc from None
+            if stored == self.dim:
+                raise
+            raise self._mismatch(table, stored) from None
 
     @staticmethod
     def _keys_where(ref: UserRef, ids: Iterable[str]) -> str | None:
@@ -308,7 +349,7 @@ class VectorIndex:
         if len(set(data.column("key").to_pylist())) != len(rows):
             raise EverosError("upsert got the same entry id twice in one batch")
         table = self._table(kind)
-        with self._writing():
+        with self._writing(), self._same_dimension(table):
             if new and len(rows) <= FEW_ROWS and not table.count_rows(
                     "key IN (" + ", ".join(sql_str(k) for k in data.column("key").to_pylist())
                     + ")"):
@@ -334,7 +375,7 @@ class VectorIndex:
         if len(set(data.column("key").to_pylist())) != len(rows):
             raise EverosError("append got the same entry id twice in one batch")
         table = self._table(kind)
-        with self._writing():
+        with self._writing(), self._same_dimension(table):
             table.add(data)
 
     def delete(self, kind: Kind | str, ref: UserRef, ids: Iterable[str]) -> None:
@@ -513,13 +554,14 @@ class VectorIndex:
         table = self._table(kind)
         if where is None or table is None:
             return {}
-        with self._reading(kind):
-            result = (
-                table.search().where(where).select(["id", "vector"]).limit(len(ids))
-            ).to_arrow()
-        matrix = np.asarray(
-            result.column("vector").combine_chunks().flatten(), dtype=np.float32
-        ).reshape(-1, self.dim)
+        with self._same_dimension(table):
+            with self._reading(kind):
+                result = (
+                    table.search().where(where).select(["id", "vector"]).limit(len(ids))
+                ).to_arrow()
+            matrix = np.asarray(
+                result.column("vector").combine_chunks().flatten(), dtype=np.float32
+            ).reshape(-1, self.dim)
         return {eid: matrix[n] for n, eid in enumerate(result.column("id").to_pylist())}
 
     def get_vectors_many(
@@ -549,14 +591,15 @@ class VectorIndex:
             table = self._table(kind)
             if table is None:
                 break
-            with self._reading(kind):
-                result = (
-                    table.search().where(f"user_id IN ({users})").select(["key", "vector"])
-                    .limit(max(1, table.count_rows(f"user_id IN ({users})")))
-                ).to_arrow()
-            matrix = np.asarray(
-                result.column("vector").combine_chunks().flatten(), dtype=np.float32
-            ).reshape(-1, self.dim)
+            with self._same_dimension(table):
+                with self._reading(kind):
+                    result = (
+                        table.search().where(f"user_id IN ({users})").select(["key", "vector"])
+                        .limit(max(1, table.count_rows(f"user_id IN ({users})")))
+                    ).to_arrow()
+                matrix = np.asarray(
+                    result.column("vector").combine_chunks().flatten(), dtype=np.float32
+                ).reshape(-1, self.dim)
             for n, key in enumerate(result.column("key").to_pylist()):
                 hit = by_key.get(key)
                 if hit is not None:
@@ -635,7 +678,8 @@ class VectorIndex:
         table = self._table(kind)
         if table is None:
             return []
-        with self._reading(kind):  # building the query reads the table's schema
+        # building the query reads the table's schema
+        with self._same_dimension(table), self._reading(kind):
             query = (
                 table
                 .search(vector, vector_column_name="vector")
