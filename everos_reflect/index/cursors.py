@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from everos_reflect.index.db import transaction, utcnow_iso
 from everos_reflect.model import UserRef
@@ -70,6 +70,73 @@ def reset(conn: sqlite3.Connection, strategy: str, ref: UserRef | None = None) -
         sql += " AND app_id = ? AND project_id = ? AND user_id = ?"
         params += [ref.app, ref.project, ref.user_id]
     return conn.execute(sql, params).rowcount
+
+
+def follow_moved(conn: sqlite3.Connection, held: Iterable[str], gone: Iterable[UserRef],
+                 folder_gone: Callable[[UserRef], bool]) -> int:
+    """Give what a user whose folder is gone (renamed or moved by hand) consumed to the user
+    whose logs now hold those entries; returns the rows moved. Inside the caller's
+    transaction, after the index rows are written, as the audit rows follow
+    (:func:`everos_reflect.index.audit.follow_moved_derivations`).
+
+    Left under the old name, the cursor was no one's: after ``mv users/u_andrew
+    users/u_bob`` every tier read Bob's whole history as new, and with a language model paid
+    for the same window again. ``held``: ids of entries just indexed; ``gone``: users whose
+    entries just left the index. Only an owner with no entry left in the index and no folder
+    is looked at. Each row goes to the one other user (folder there) holding an entry of its
+    id; never to one of two holders (a copied folder, then the original renamed: both copies
+    keep reading it as new, as before). The rows naming no held entry (an entry deleted
+    since, a pair of convictions) follow when every other row went to that one user."""
+    ids = sorted(set(held))
+    owners = {ref for ref in gone if not _indexed(conn, ref)}
+    if ids:
+        owners.update(_ref(row) for row in conn.execute(
+            "SELECT DISTINCT c.app_id, c.project_id, c.user_id FROM change_cursor c "
+            "WHERE c.entry_id IN (SELECT value FROM json_each(?)) AND NOT EXISTS ("
+            "SELECT 1 FROM entries e WHERE e.app_id = c.app_id AND e.project_id = c.project_id "
+            "AND e.user_id = c.user_id)", (json.dumps(ids),)))
+    moved = 0
+    for owner in sorted(o for o in owners if o is not None and folder_gone(o)):
+        rows = conn.execute(
+            "SELECT strategy, entry_id, text_hash FROM change_cursor WHERE app_id = ? AND "
+            "project_id = ? AND user_id = ?", (owner.app, owner.project, owner.user_id)
+        ).fetchall()
+        holders: dict[str, set[UserRef]] = {}
+        for app, project, user, eid in conn.execute(
+                "SELECT app_id, project_id, user_id, id FROM entries WHERE id IN "
+                "(SELECT value FROM json_each(?))", (json.dumps(sorted({r[1] for r in rows})),)):
+            holders.setdefault(eid, set()).add(UserRef(app, project, user))
+        alive = {eid: {ref for ref in refs if not folder_gone(ref)}
+                 for eid, refs in holders.items()}
+        moves = {(r[0], r[1], r[2]): next(iter(alive[r[1]])) for r in rows
+                 if len(alive.get(r[1], ())) == 1}
+        if moves and len(set(moves.values())) == 1 and len(moves) == sum(
+                1 for r in rows if alive.get(r[1])):
+            to = next(iter(moves.values()))
+            moves = {(r[0], r[1], r[2]): to for r in rows}
+        conn.executemany(
+            "UPDATE OR REPLACE change_cursor SET app_id = ?, project_id = ?, user_id = ? "
+            "WHERE strategy = ? AND app_id = ? AND project_id = ? AND user_id = ? AND "
+            "entry_id = ? AND text_hash = ?",
+            [(to.app, to.project, to.user_id, strategy, owner.app, owner.project,
+              owner.user_id, eid, text_hash) for (strategy, eid, text_hash), to in moves.items()])
+        moved += len(moves)
+    return moved
+
+
+def _indexed(conn: sqlite3.Connection, ref: UserRef) -> bool:
+    """Whether the index holds any entry of ``ref``."""
+    return conn.execute(
+        "SELECT 1 FROM entries WHERE app_id = ? AND project_id = ? AND user_id = ? LIMIT 1",
+        (ref.app, ref.project, ref.user_id)).fetchone() is not None
+
+
+def _ref(row: Sequence[str]) -> UserRef | None:
+    """The user a cursor row names; None for a name edited by hand into no valid name."""
+    try:
+        return UserRef(row[0], row[1], row[2])
+    except ValueError:  # InvalidId
+        return None
 
 
 # -- commit intents: a tier's commit in flight -----------------------------------------------

@@ -633,6 +633,15 @@ MIGRATIONS: list[tuple[str, str]] = [
             ON derivation_report(app_id, project_id, owner_id);
         """,
     ),
+    (
+        "0029_change_cursor_by_entry",
+        """
+        -- The users whose change cursor names an entry id: asked each time entries are
+        -- indexed, so what a user whose folder was renamed by hand consumed follows the user
+        -- whose logs now hold those entries (cursors.follow_moved).
+        CREATE INDEX IF NOT EXISTS change_cursor_by_entry ON change_cursor(entry_id);
+        """,
+    ),
 ]
 
 #: ``index_meta`` key of the parser version the index's rows were read with.

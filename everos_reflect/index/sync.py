@@ -39,7 +39,7 @@ from everos_reflect.fileio import (
     os_reason,
     read_at_most,
 )
-from everos_reflect.index import audit, events, handoff, rebuild
+from everos_reflect.index import audit, cursors, events, handoff, rebuild
 from everos_reflect.index.db import PARSER_VERSION_KEY, transaction, utcnow_iso
 from everos_reflect.markdown import settling
 from everos_reflect.markdown.marks import foreign_marks
@@ -1707,6 +1707,9 @@ class Indexer:
                 self.rt.store.user_gone)
             audit.follow_moved_derivations(
                 conn, [(job.ref, e) for job in jobs for e in job.plan.upserts],
+                [job.ref for job in jobs if job.plan.deletes], self.rt.store.user_gone)
+            cursors.follow_moved(  # and what each tier consumed
+                conn, [e.id for job in jobs for e in job.plan.upserts],
                 [job.ref for job in jobs if job.plan.deletes], self.rt.store.user_gone)
         return notes
 
