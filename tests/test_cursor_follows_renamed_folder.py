@@ -112,3 +112,19 @@ def test_a_user_that_still_has_its_folder_keeps_its_cursor(rt: Runtime) -> None:
     Indexer(rt).scan()
     assert len(cursors.rows(rt.db(), NAME, DEV)) == rows
     assert cursors.rows(rt.db(), NAME, OPS) == []
+
+
+def test_the_cursor_waits_for_the_folder_met_after_the_old_ones_removal(
+        rt: Runtime, tmp_path: Path) -> None:
+    """The old folder's removal synced first (no holder yet: the user is noted), the new
+    folder's logs at a later sync: the cursor follows then."""
+    rows = consumed_history(rt)
+    aside = tmp_path / "aside"
+    shutil.move(users(rt.root) / "u_dev", aside)
+    Indexer(rt).scan()
+    assert len(cursors.rows(rt.db(), NAME, DEV)) == rows  # nobody holds its entries yet
+    shutil.move(aside, users(rt.root) / "u_ops")
+    Indexer(rt).scan()
+    assert window(rt, OPS) == {}
+    assert len(cursors.rows(rt.db(), NAME, OPS)) == rows
+    assert cursors.rows(rt.db(), NAME, DEV) == []

@@ -634,12 +634,13 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
-        "0029_change_cursor_by_entry",
+        "0029_change_cursor_by_user",
         """
-        -- The users whose change cursor names an entry id: asked each time entries are
-        -- indexed, so what a user whose folder was renamed by hand consumed follows the user
-        -- whose logs now hold those entries (cursors.follow_moved).
-        CREATE INDEX IF NOT EXISTS change_cursor_by_entry ON change_cursor(entry_id);
+        -- One user's change cursor, by entry id: asked when a user's folder is gone
+        -- (renamed or moved by hand), so what it consumed follows the user whose logs now
+        -- hold those entries (cursors.follow_moved).
+        CREATE INDEX IF NOT EXISTS change_cursor_by_user
+            ON change_cursor(app_id, project_id, user_id, entry_id);
         """,
     ),
 ]

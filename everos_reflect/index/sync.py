@@ -697,6 +697,8 @@ class Indexer:
                 self.notify_clusters, self._quiet = notify, False
                 self.flush_entries = flush
                 self._fresh = False
+            with transaction(conn):  # the cursors kept through it, of a folder renamed
+                cursors.follow_moved(conn, (), cursors.owners(conn), self.rt.store.user_gone)
             if notify:
                 written: set[Path] = set()
                 for name, rebuilder in events.rebuilders().items():
@@ -1709,7 +1711,7 @@ class Indexer:
                 conn, [(job.ref, e) for job in jobs for e in job.plan.upserts],
                 [job.ref for job in jobs if job.plan.deletes], self.rt.store.user_gone)
             cursors.follow_moved(  # and what each tier consumed
-                conn, [e.id for job in jobs for e in job.plan.upserts],
+                conn, [(e.id, e.text_hash) for job in jobs for e in job.plan.upserts],
                 [job.ref for job in jobs if job.plan.deletes], self.rt.store.user_gone)
         return notes
 
