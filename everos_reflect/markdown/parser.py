@@ -63,6 +63,7 @@ from everos_reflect.model import (
     format_timestamp,
     id_items,
     json_got,
+    json_text,
     meta_text,
     parse_timestamp,
     quoted_value,
@@ -1340,7 +1341,10 @@ class _Parser:
                 self.report(key_line(key), f"entry {eid}: {key} is read as "
                             f"{json_got(value)}, not as the text written: put it in quotes",
                             "warning")
-        for key in ID_LIST_KEYS if eid.kind.derived else ():
+        # a narrative's ``sources`` too: ``sources: {a: b}`` was read as no sources, so the
+        # narrative's sources went uncounted and uncited by explain, and lint said nothing
+        narrative = eid.kind is Kind.EPISODE and parent_type == "cluster"
+        for key in ID_LIST_KEYS if eid.kind.derived else ("sources",) if narrative else ():
             value = meta.get(key)
             items, ok = id_items(value)
             if not ok:
@@ -1448,7 +1452,10 @@ def _choice_problems(kind: Kind, meta: dict[str, Any],
     # as every reader takes it (served_status): in any case (`status: ACTIVE` is served as
     # active), and a blank one as active, as when absent (it was "status '' is not one of")
     if kind in STATUSES and served_status(meta) not in STATUSES[kind]:
-        found.append(("status", f"status {quoted_value(status)} is not one of "
+        # a list or mapping named as YAML's type and as JSON writes it, not Python's "['x']"
+        shown = (f"{quoted_value(status)} is" if meta_text(status) is not None
+                 else f"{json_text(status)} is a YAML {_yaml_type(status)},")
+        found.append(("status", f"status {shown} not one of "
                       f"{', '.join(STATUSES[kind])} (write one of them)"))
     key = meta.get("key")
     if kind is Kind.CONVICTION and key is not None and meta_text(key) is None:
@@ -1582,7 +1589,7 @@ TEXT_KEYS = ("session_id", "parent_id", "task_type")
 #: YAML reads them as no text: ``question: [a, b]`` was answered by ``insights`` as a list,
 #: ``stale_reason: 42`` as a number, and lint said nothing.
 _RECORD_TEXT_KEYS: dict[Kind, tuple[str, ...]] = {
-    Kind.INSIGHT: ("question", "stale_reason"),
+    Kind.INSIGHT: ("question", "stale_reason", "provider"),
     Kind.CONVICTION: ("stale_reason",),
     Kind.RELATION: ("stale_reason", "resolution"),
     Kind.LESSON: ("stale_reason",),
