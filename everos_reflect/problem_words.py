@@ -61,7 +61,9 @@ def lookalike(name: str) -> str:
     nothing said what differs."""
     for at, char in enumerate(name, start=1):
         if not "!" <= char <= "~":
-            named = unicodedata.name(char, "unnamed character")
+            # Unicode gives control characters no name: U+000A was "(unnamed character)"
+            named = unicodedata.name(char, "a control character" if
+                                     unicodedata.category(char) == "Cc" else "unnamed character")
             ascii_word = ", not ASCII" if not char.isascii() else ""
             return f"its character {at:,} is U+{ord(char):04X} ({named}){ascii_word}"
     return ""
