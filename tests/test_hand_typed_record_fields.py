@@ -105,3 +105,57 @@ def test_well_typed_insight_fields_are_served_as_written(root: Path) -> None:
     assert {k: listed[k] for k in ("depth", "importance", "provider", "insight_type")} == {
         "depth": 2, "importance": 7, "provider": "openai", "insight_type": "reflection"}
     assert _problems(root) == []
+
+
+def test_worldview_and_relations_serve_ids_types_and_times_as_read(root: Path) -> None:
+    from everos_reflect.strategies.belief_views import relations, worldview
+
+    rt = Runtime(root, embedder=HashEmbedder(16))
+    stamp = "2026-10-20T09:00:00+00:00"
+    conviction = rt.store.append(DEV, Kind.CONVICTION, {
+        "timestamp": stamp, "key": "identity", "status": "active", "depth": 1,
+        "supersedes": {"x": 1}}, {"Conviction": "I deploy with care."})
+    relation = rt.store.append(DEV, Kind.RELATION, {
+        "timestamp": stamp, "status": "resolved", "depth": 1, "relation_type": ["x"],
+        "between": [conviction.id, conviction.id], "resolved_at": [1]},
+        {"Relation": "They clash."})
+    try:
+        [served] = worldview(rt, DEV)
+        [edge] = relations(rt, DEV)
+    finally:
+        rt.close()
+    assert served["supersedes"] is None  # it was {"x": 1}
+    assert (edge["relation_type"], edge["resolved_at"]) == (None, None)  # ["x"], [1]
+    problems = _problems(root)
+    conviction_log = rt.store.path_for_id(DEV, conviction.id)
+    relation_log = rt.store.path_for_id(DEV, relation.id)
+    assert (conviction_log.relative_to(root).as_posix(), _line_of(conviction_log, "supersedes:"),
+            f"entry {conviction.id}: supersedes is a YAML mapping, not one value: it is "
+            "ignored (shown as none)") in problems
+    rel = relation_log.relative_to(root).as_posix()
+    assert (rel, _line_of(relation_log, "resolved_at:"), f"entry {relation.id}: resolved_at is "
+            "a YAML list, not a time: it is ignored (shown as none)") in problems
+    assert (rel, _line_of(relation_log, "relation_type:"), f'entry {relation.id}: relation_type '
+            '["x"] is a YAML list, not self_contradiction (no tier reads this relation)'
+            ) in problems
+
+
+def test_lesson_and_task_choices_written_as_lists_are_shown_as_yaml_writes_them(
+        root: Path) -> None:
+    rt = Runtime(root, embedder=HashEmbedder(16))
+    stamp = "2026-10-20T09:00:00+00:00"
+    lesson = rt.store.append(DEV, Kind.LESSON, {
+        "timestamp": stamp, "task_type": "deploy", "lesson_type": ["do"], "confirmations": [2],
+        "evidence": ["tk_20261020_0001"], "depth": 1}, {"Lesson": "Deploy on Mondays."})
+    task = rt.store.append(DEV, Kind.TASK, {
+        "timestamp": stamp, "task_type": "deploy", "outcome": {"ok": True}},
+        {"Goal": "Deploy the app.", "Steps": "1. Deploy."})
+    rt.close()
+    messages = {m for _, _, m in _problems(root)}
+    assert {f'entry {lesson.id}: lesson_type ["do"] is a YAML list, not do or avoid (read as '
+            "do)",
+            f"entry {lesson.id}: confirmations [2] is a YAML list, not a whole number of 0 or "
+            "more",
+            f'entry {task.id}: outcome {{"ok": true}} is a YAML mapping, not one of success, '
+            "failure, partial (read as unknown: neither a success nor a failure to learn from)"
+            } <= messages
