@@ -159,3 +159,45 @@ def test_lesson_and_task_choices_written_as_lists_are_shown_as_yaml_writes_them(
             f'entry {task.id}: outcome {{"ok": true}} is a YAML mapping, not one of success, '
             "failure, partial (read as unknown: neither a success nor a failure to learn from)"
             } <= messages
+
+
+@pytest.mark.parametrize(("written", "problem"), [
+    ("[1, 2]", "is a YAML list, not the record a merge writes (content: hash, sentences: "
+               "[ids, ...])"),
+    ("'x'", "is a YAML string, not the record a merge writes (content: hash, sentences: "
+            "[ids, ...])"),
+    ("{content: [1], sentences: []}", "content is a YAML list, not a hash"),
+    ("{sentences: [ep_20260802_0001]}", "has no content hash"),
+    ("{content: abc, sentences: [{a: 1}, 5]}",
+     "sentences is not a list of lines of source ids, one per sentence"),
+    ("{content: abc, sentences: [ep_1]}", "sentences hold 'ep_1', which is no entry id"),
+])
+def test_a_narratives_provenance_record_of_the_wrong_shape_is_named(
+        root: Path, written: str, problem: str) -> None:
+    # read as no record (every sentence credited to all sources), and lint said nothing
+    rt = make_runtime(root, ExtractiveLLM())
+    seed_pets(rt)
+    run_reflection(rt)
+    [row] = reports(rt)
+    narrative = row["merged_entry_id"]
+    path = rt.store.path_for_id(ANDREW, narrative)
+    rt.close()
+    path.write_text(re.sub(r"provenance: .*", f"provenance: {written}",
+                           path.read_text("utf-8")), "utf-8")
+
+    assert _problems(root) == [(
+        path.relative_to(root).as_posix(), _line_of(path, "provenance:"),
+        f"entry {narrative}: provenance {problem} (read as no record: every sentence is "
+        "credited to all sources)")]
+
+
+def test_a_narratives_provenance_of_an_edited_content_is_no_problem(root: Path) -> None:
+    rt = make_runtime(root, ExtractiveLLM())
+    seed_pets(rt)
+    run_reflection(rt)
+    [row] = reports(rt)
+    path = rt.store.path_for_id(ANDREW, row["merged_entry_id"])
+    rt.close()
+    path.write_text(path.read_text("utf-8").replace("Andrew now has two dogs",
+                                                    "Andrew has two dogs now"), "utf-8")
+    assert _problems(root) == []  # a hand edit of the Content is first-class

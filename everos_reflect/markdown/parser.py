@@ -1363,6 +1363,12 @@ class _Parser:
                 self.report(key_line(key), f"entry {eid}: {key} holds {quoted_value(odd)}, "
                             "which is no entry id (e.g. ep_20261012_0001): it cites nothing",
                             "warning")
+        record = meta.get("provenance")
+        if narrative and record is not None and (problem := _provenance_problem(record)):
+            # read as no record (provenance.provenance): every sentence credited to all the
+            # sources in explain and `provenance`, and lint said nothing
+            self.report(key_line("provenance"), f"entry {eid}: provenance {problem} (read as "
+                        "no record: every sentence is credited to all sources)", "warning")
         hashes = meta.get("evidence_hash")
         if eid.kind.derived and hashes is not None and not isinstance(hashes, dict):
             # read as no hash at all (provenance.evidence_hashes): an edit of a cited record
@@ -1527,6 +1533,27 @@ def _choice_problems(kind: Kind, meta: dict[str, Any],
         if problem is not None:
             found.append(("task_type", problem))
     return found
+
+
+def _provenance_problem(record: object) -> str | None:
+    """What is wrong with the shape of a narrative's ``provenance`` as written (a mapping of
+    ``content``, its Content's hash, and ``sentences``, one line of source ids per sentence),
+    else None. A hash that no longer matches is a hand edit of the Content, no problem."""
+    if not isinstance(record, dict):
+        shape = "string" if isinstance(record, str) else _yaml_type(record)
+        return (f"is a YAML {shape}, not the record a merge writes (content: hash, "
+                "sentences: [ids, ...])")
+    content, rows = record.get("content"), record.get("sentences")
+    if content is None or meta_text(content) is None:
+        return ("has no content hash" if content is None
+                else f"content is a YAML {_yaml_type(content)}, not a hash")
+    if not isinstance(rows, list) or not all(isinstance(r, str) and r.split() for r in rows):
+        return ("sentences is not a list of lines of source ids, one per sentence"
+                if rows is not None else "has no sentences")
+    odd = next((i for r in rows for i in r.split() if not is_entry_id(i)), None)
+    if odd is not None:
+        return f"sentences hold {quoted_value(odd)}, which is no entry id"
+    return None
 
 
 def _is(value: object) -> str:
