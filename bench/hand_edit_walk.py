@@ -12,6 +12,8 @@ rows, and the script exits 1.
     .venv/bin/python bench/hand_edit_walk.py --walks 200 --steps 12 [--seed 0] [--minutes 30]
         [--reflect 2]   (the weight of a Reflection run among the 17 kinds of step: 8 for more)
         [--narrate 0]   (the weight of a narrative written by hand: 0, the walks as before)
+        [--fresh]       (a narrative by hand may also name a cluster id no cluster holds, or
+                         a parent_id that is not a cluster id; off: the walks of a seed as before)
 
 Known and documented differences are not checked (clustering/service.py): an Episode out of
 time order, or a member deleted or edited away, leaves later Episodes where they joined until
@@ -60,10 +62,11 @@ USERS = ["u_andrew", "u_bob", "u_cy"]
 
 class Walk:
     def __init__(self, root: Path, rng: random.Random, reflect: int = 2,
-                 narrate: int = 0) -> None:
+                 narrate: int = 0, fresh: bool = False) -> None:
         self.root, self.rng = root, rng
         self.reflect = reflect  # "reflect" entries among the 17 ops (2: one step in 8.5)
         self.narrate = narrate  # "narrate" entries, after the others
+        self.fresh = fresh  # a narrative may name an id no cluster holds, or no cluster id
         self.rt = make_runtime(root, ExtractiveLLM())
         self.clock = datetime(2026, 8, 1, 9, tzinfo=UTC)
         self.steps: list[str] = []
@@ -181,7 +184,9 @@ class Walk:
 
     def narrative_by_hand(self) -> list[Path]:
         """A narrative a person writes into a log: ``parent_type: cluster`` and the id of a
-        cluster its user has (as ``clusters`` lists it), else one of another user's."""
+        cluster its user has (as ``clusters`` lists it), else one of another user's; with
+        ``fresh``, one time in three an id no cluster holds or a ``parent_id`` that is not a
+        cluster id."""
         user = UserRef.of(self.rng.choice(self.users))
         held = [(r[0], r[1]) for r in self.rt.db().execute(
             "SELECT cluster_id, user_id FROM clusters ORDER BY cluster_id")]
@@ -189,6 +194,9 @@ class Walk:
             return []
         own = [c for c, u in held if u == user.user_id]
         cid = self.rng.choice(own or [c for c, _ in held])
+        if self.fresh and self.rng.random() < 1 / 3:
+            cid = self.rng.choice([f"cl_{self.rng.getrandbits(48):012x}", "my notes"])
+            own = [cid]
         self.clock += timedelta(hours=self.rng.choice([1, 5, 30]))
         subject, content = self.rng.choice(TOPICS)
         entry = self.rt.store.append(
@@ -258,6 +266,9 @@ def main() -> int:
     ap.add_argument("--narrate", type=int, default=0,
                     help="weight of a narrative written by hand among the steps (0 by "
                          "default: the walks of a seed as before)")
+    ap.add_argument("--fresh", action="store_true",
+                    help="a narrative by hand may name a cluster id no cluster holds, or a "
+                         "parent_id that is not a cluster id")
     args = ap.parse_args()
     logging.disable(logging.WARNING)
     settling.JUST_WRITTEN_NS = 0
@@ -270,7 +281,7 @@ def main() -> int:
         seed = args.seed + walk_no
         rng = random.Random(seed)
         with tempfile.TemporaryDirectory() as tmp:
-            walk = Walk(Path(tmp) / "root", rng, args.reflect, args.narrate)
+            walk = Walk(Path(tmp) / "root", rng, args.reflect, args.narrate, args.fresh)
             try:
                 Indexer(walk.rt).scan()
                 for n in range(args.steps):

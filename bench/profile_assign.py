@@ -9,7 +9,10 @@ the process's CPU time (``time.process_time``), so other processes' load does no
 whatever function was running.
 
     python bench/profile_assign.py LOCOMO_JSON --vectors-cache vecs.npy [--scale 20] [--lone]
-        [--top 40]
+        [--top 40] [--consolidate-days 30]
+
+``--consolidate-days D``: every eligible cluster consolidated every D days of stream time
+(``bench_clustering.py``'s consolidated row; the consolidating itself is not profiled).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=int, default=0, help="one owner ×N; 0: LoCoMo")
     parser.add_argument("--lone", action="store_true", help="one transaction per Episode")
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--consolidate-days", type=float, default=0.0)
     args = parser.parse_args(argv)
     settings = Settings()
     settings = replace(settings, clustering=replace(settings.clustering, member_threshold=0.0))
@@ -53,8 +57,15 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
         gc.freeze()
         step = 1 if args.lone else bc.BATCH
+        days = args.consolidate_days
+        next_consolidation = items[0].ts + days * bc.DAY
+        seq = 0
         for start in range(0, len(items), step):
             chunk = items[start:start + step]
+            if days and chunk[0].ts >= next_consolidation:
+                bc._consolidate_all(svc, rt, refs.values(), seq)
+                seq += 1
+                next_consolidation = chunk[0].ts + days * bc.DAY
             by_owner = bc.by_owner_of(chunk)
             profile.enable()
             bc.place_chunk(svc, chunk, by_owner, refs, entries, lone=args.lone)
@@ -65,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(v[2] for v in stats.stats.values())  # type: ignore[attr-defined]
     name = f"one owner x{args.scale}" if args.scale else "LoCoMo"
     way = "1 per transaction" if args.lone else f"{bc.BATCH} per transaction"
+    if args.consolidate_days:
+        way += f", consolidated every {args.consolidate_days:g} d"
     print(f"{name}, {n:,} Episodes, {way}: {total / n * 1e6:.1f} µs per Episode under cProfile")
     print("  own µs/Ep  cum µs/Ep   calls/Ep  function")
     for (file, line, func), (_, ncalls, tottime, cumtime, _) in rows[:args.top]:

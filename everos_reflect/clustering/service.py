@@ -61,6 +61,7 @@ from everos_reflect.clustering.online import (
     cluster_id_for,
     fold,
     in_window,
+    in_window_rows,
     mean_of,
     normalize,
     normalize_rows,
@@ -168,6 +169,27 @@ def entry_epoch(entry_id: str, ts: float | datetime | None) -> float:
         return float(ts)
     day = EntryId.parse(entry_id).day
     return datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
+
+
+def _episodes_of(entries: Iterable[Entry]) -> list[tuple[float, str, Entry]]:
+    """``(epoch, id, entry)`` of each Episode of ``entries``, in (timestamp, id) order (stable:
+    an id given twice keeps its order). Entry properties parse or hash on every access: the
+    epoch is read here once per Episode and carried."""
+    return sorted(((entry_epoch(e.id, e.timestamp), e.id, e) for e in entries
+                   if e.kind is Kind.EPISODE), key=_BY_TS_ID)
+
+
+class _Episodes(list[Entry]):
+    """Entries :meth:`ClusterService.on_entries_indexed_many` hands over with their
+    :func:`_episodes_of` already read (``episodes``), which ``on_entries_indexed`` takes
+    instead of reading every Episode's epoch a second time."""
+
+    __slots__ = ("episodes",)
+
+    def __init__(self, entries: Iterable[Entry],
+                 episodes: list[tuple[float, str, Entry]]) -> None:
+        super().__init__(entries)
+        self.episodes = episodes
 
 
 #: The narrative metadata key a Reflection merge writes its time to (ISO 8601, UTC).
@@ -359,6 +381,10 @@ class _Write:
         #: users whose Episodes are placed as a rebuild places them once this transaction
         #: is committed (:meth:`ClusterService._attach_narrative`)
         self.place: set[UserRef] = set()
+        #: per user, the unit vectors and epochs of their live Episodes (not narratives),
+        #: read once per transaction (:meth:`ClusterService._draws_an_episode`): the
+        #: entries and vectors of a flush are written before its clusters
+        self.episode_vectors: dict[UserRef, tuple[np.ndarray, np.ndarray]] = {}
 
     def recheck_history(self, ref: UserRef, ids: Iterable[str], *, live: bool = False) -> None:
         """Note that the Episodes archived toward ``ids`` (directly or along a chain of
@@ -735,16 +761,18 @@ class ClusterService:
                     session = self._session = _Write(conn, self._cache)
                     yield session
                     while True:
-                        self._attach_freed(session)
+                        released = self._attach_freed(session)
                         while (noted := session.pop_history()) is not None:
                             self._place_history(session, *noted)
                         while session.founders:
                             ref, cids = session.founders.popitem()
                             self._rename_for_founders(session, ref, cids)
-                        for cid in sorted(session.denied.keys() & session.freed):
+                        # every id let go since the last look, by the syncs or the attaches
+                        # as by a rename or a history move: a cluster denied one takes it now
+                        for cid in sorted(session.denied.keys() & (released | session.freed)):
                             for ref, cids in session.denied.pop(cid).items():
                                 session.founders.setdefault(ref, set()).update(cids)
-                        if not session.freed:  # a rename or a history move freed an id
+                        if not (session.freed or session.founders):
                             break
                     session.finish()
                     place = session.place
@@ -792,9 +820,9 @@ class ClusterService:
             if matrix.ndim != 2 or len(matrix) != len(entries):
                 raise ValueError(f"expected {len(entries)} vectors, got shape {matrix.shape}")
             vectors = {e.id: matrix[n] for n, e in enumerate(entries)}
-        # Entry properties parse or hash on every access: read each once
-        episodes = sorted(((entry_epoch(e.id, e.timestamp), e.id, e) for e in entries
-                           if e.kind is Kind.EPISODE), key=_BY_TS_ID)
+        # read once (by on_entries_indexed_many, when it hands them over)
+        episodes = (entries.episodes if isinstance(entries, _Episodes)
+                    else _episodes_of(entries))
         outcome: dict[str, str] = {}
         if not episodes:
             return outcome
@@ -854,24 +882,25 @@ class ClusterService:
         scan's daily logs of one user, in file order. One call per user instead of one per
         file: a call's fixed cost (the membership look-up, the run's set-up) was most of the
         cost of a file holding one Episode."""
-        merged: list[tuple[UserRef, list[Entry], dict[str, np.ndarray]]] = []
+        merged: list[tuple[UserRef, _Episodes, dict[str, np.ndarray]]] = []
         last: tuple[float, str] | None = None
         ids: set[str] = set()
         for ref, entries, vectors in batches:
-            keys = sorted((entry_epoch(e.id, e.timestamp), e.id) for e in entries
-                          if e.kind is Kind.EPISODE)
-            if not keys:
+            episodes = _episodes_of(entries)
+            if not episodes:
                 continue
-            fresh = {k[1] for k in keys}
-            if (merged and merged[-1][0] == ref and last is not None and last < keys[0]
-                    and not ids & fresh):
+            fresh = {eid for _, eid, _ in episodes}
+            if (merged and merged[-1][0] == ref and last is not None
+                    and last < episodes[0][:2] and not ids & fresh):
+                # every key sorts after the previous batch's: the joined list stays sorted
                 merged[-1][1].extend(entries)
+                merged[-1][1].episodes.extend(episodes)
                 merged[-1][2].update(vectors)
                 ids |= fresh
             else:
-                merged.append((ref, list(entries), dict(vectors)))
+                merged.append((ref, _Episodes(entries, episodes), dict(vectors)))
                 ids = fresh
-            last = keys[-1]
+            last = episodes[-1][:2]
         with self._writing():
             for ref, entries, vectors in merged:
                 self.on_entries_indexed(ref, entries, vectors)
@@ -1476,12 +1505,16 @@ class ClusterService:
                         entry_id, cid)
             return "foreign-cluster"
         if cluster is None:
-            conn.insert_cluster(ref, _Cluster.new(cid, vec, ts, entry_id))
+            seed = _Cluster.new(cid, vec, ts, entry_id)
+            conn.insert_cluster(ref, seed)
             conn.execute(f"UPDATE clusters SET consolidated_at=? WHERE {_BY_ID}", (at, cid))
             conn.insert_member(ref, entry_id, cid, ts, None, text_hash)
             if displaced is not None:
                 conn.flush()  # the rebuild reads this cluster as another user's
                 self._recluster_user(displaced, self._episode_rows(displaced))
+            if ref not in conn.place and self._draws_an_episode(conn, ref, seed):
+                # a rebuild seeds it before placing any Episode: one like it joins it
+                conn.place.add(ref)
             return "narrative-new-cluster"
         if row is None and not self._merging(conn, ref, cid) and conn.execute(
                 f"SELECT 1 FROM cluster_members WHERE {_OF_CLUSTER} AND deprecated_by IS NULL "
@@ -1510,6 +1543,38 @@ class ClusterService:
         self._recompute(conn, ref, cid, known={entry_id: vec})
         return "narrative"
 
+    def _draws_an_episode(self, conn: _Write, ref: UserRef, seed: _Cluster) -> bool:
+        """Would a live Episode of ``ref`` join ``seed`` (a narrative's cluster just founded
+        online: the id it names held by no cluster, or not a cluster id) were it there before
+        any Episode was placed, as a rebuild seeds it? Until one joins it the seed does not
+        change and every Episode is placed as it is now, so when none would, the rebuild
+        differs from the live clusters by the seed alone and the user need not be placed
+        again (:meth:`place_after_merges`: O(history) per narrative, where this reads the
+        user's vectors once per transaction and scores them in one product). Asked with a
+        margin of 1e-6 below each threshold: a tie placed again costs time, not a wrong
+        cluster."""
+        known = conn.episode_vectors.get(ref)
+        if known is None:
+            rows = conn.execute(
+                "SELECT id, ts, deprecated_by FROM entries WHERE app_id=? AND project_id=? AND "
+                "user_id=? AND kind='episode' AND deprecated_by IS NULL AND parent_type IS NOT "
+                "'cluster'", (ref.app, ref.project, ref.user_id)).fetchall()
+            vectors = self._user_vectors(ref, rows)
+            rows = [r for r in rows if r["id"] in vectors]
+            units = normalize_rows(np.stack([vectors[r["id"]] for r in rows])) if rows else \
+                np.zeros((0, len(seed.centroid)), dtype=np.float32)
+            known = conn.episode_vectors[ref] = (
+                units, np.array([entry_epoch(r["id"], r["ts"]) for r in rows], dtype=np.float64))
+        units, epochs = known
+        if not len(units):
+            return False
+        margin = 1e-6
+        sims = similarities(units, seed.centroid)
+        fits = sims * seed.norm >= self.member_threshold - margin
+        near = in_window_rows(seed.first_ts, epochs, epochs, self.window_seconds)
+        return bool(np.any(fits & ((sims >= self.rejoin_threshold - margin)
+                                   | ((sims >= self.threshold - margin) & near))))
+
     @staticmethod
     def _merging(conn: _Write, ref: UserRef, cid: str) -> bool:
         """Is a Reflection merge of ``cid`` under way (its journal row is there until the
@@ -1532,7 +1597,7 @@ class ClusterService:
             by_user.setdefault(UserRef(r[0], r[1], r[2]), []).append(r[3])
         return any(self._vectors(other, ids) for other, ids in by_user.items())
 
-    def _attach_freed(self, conn: _Write) -> None:
+    def _attach_freed(self, conn: _Write) -> set[str]:
         """Attach the live narratives, of any user, that name a cluster id this transaction freed
         and no cluster of another user holds now, as a rebuild attaches them (users in sorted order,
         as it takes them). One found naming a cluster another user held was attached nowhere: its
@@ -1543,7 +1608,8 @@ class ClusterService:
         newest consolidating it, as a rebuild seeds the cluster with the newest and attaches the
         others (the first alone was, and the others stayed in no cluster), and the user's Episodes
         are placed as a rebuild places them once the transaction is committed. Until no id is freed
-        (an attach may free another)."""
+        (an attach may free another). Returns every id it looked at, so that a cluster denied one
+        (:attr:`_Write.denied`) is asked again: they are no longer in ``conn.freed``."""
         tried: set[str] = set()  # an id is looked up once (a narrative refused re-adds it)
         while conn.freed - tried:
             freed, conn.freed = sorted(conn.freed - tried), set()
@@ -1590,7 +1656,9 @@ class ClusterService:
                             held[cid] = ref
                         else:
                             held[cid] = None  # another user's: no narrative takes it here
+        released = tried | conn.freed
         conn.freed.clear()
+        return released
 
     def _newer_than(self, conn: _Write, cid: str, a: str, b: str) -> bool:
         """True if member ``a`` sorts after member ``b`` by (ts, id), or ``b`` is not live."""
@@ -1904,19 +1972,26 @@ class ClusterService:
             return cluster_id
         st = conn.state(ref)
         attempt = 0
+        denied: list[str] = []  # held by another user's cluster: noted under the id it ends with
         while True:  # :func:`_free_id`'s test, the id it holds counting as free
             cid = cluster_id_for(ref.app, ref.project, ref.user_id, first[0], attempt)
             if not conn.named_elsewhere(ref, cid):
                 if cid == cluster_id:
-                    return cluster_id
+                    break
                 if cid not in st:
                     if not conn.execute(
                             f"SELECT 1 FROM clusters WHERE cluster_key IN {CLUSTER_KEY_OF_ID} "
                             "AND NOT (app_id=? AND project_id=? AND user_id=?) LIMIT 1",
                             (cid, ref.app, ref.project, ref.user_id)).fetchone():
                         break
-                    conn.denied.setdefault(cid, {}).setdefault(ref, set()).add(cluster_id)
+                    denied.append(cid)
             attempt += 1
+        for held in denied:
+            # asked again by the id it holds after this call: noted under the one it held
+            # before, a cluster renamed on was looked up there and found gone
+            conn.denied.setdefault(held, {}).setdefault(ref, set()).add(cid)
+        if cid == cluster_id:
+            return cluster_id
         conn.execute("UPDATE clusters SET cluster_id=? WHERE cluster_key=?", (cid, key))
         conn.execute("UPDATE cluster_members SET cluster_id=? WHERE cluster_key=?", (cid, key))
         conn.freed.add(cluster_id)  # a narrative of another user may name it

@@ -103,6 +103,22 @@ def live_narrative_sources(conn: sqlite3.Connection) -> list[tuple[UserRef, str,
     return [(_ref(r), r[3], _id_list(r[4])) for r in rows]
 
 
+def live_narratives_naming(conn: sqlite3.Connection, ref: UserRef,
+                           ids: Sequence[str]) -> set[str]:
+    """The live narratives of ``ref`` whose ``sources`` name any of ``ids`` (a narrative
+    whose sources were made live again by hand, or copied with them into another user's
+    folder, stands beside them unattached to their cluster)."""
+    found: set[str] = set()
+    for chunk, marks in id_batches(ids):
+        found.update(r[0] for r in conn.execute(
+            "SELECT DISTINCT e.id FROM entries e, json_each(e.sources) j "
+            "WHERE e.app_id=? AND e.project_id=? AND e.user_id=? AND e.kind='episode' AND "
+            "e.parent_type='cluster' AND e.deprecated_by IS NULL AND e.sources != '[]' AND "
+            "json_valid(e.sources) AND j.value IN (" + marks + ")",
+            (ref.app, ref.project, ref.user_id, *chunk)))
+    return found
+
+
 def sources_of_narratives_archived_as(conn: sqlite3.Connection, ref: UserRef,
                                       marker: str) -> list[list[str]]:
     """The ``sources`` of every narrative of ``ref`` archived with ``deprecated_by = marker``

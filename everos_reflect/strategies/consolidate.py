@@ -22,6 +22,7 @@ import numpy as np
 from everos_reflect.clustering.service import ClusterInfo, ClusterService, entry_epoch
 from everos_reflect.embedding.base import Embedder
 from everos_reflect.errors import ProviderUnavailable
+from everos_reflect.index import reads
 from everos_reflect.llm.base import (
     LLM,
     FactsRequest,
@@ -195,9 +196,34 @@ def select(
     if len(others) < (1 if mode == "update" else 2):
         return None
     cap = max(1, max_sources)
-    return Selection(ref, info.cluster_id, mode, tuple(others[:cap]), existing,
-                     deferred=max(0, len(others) - cap),
+    sources, deferred = others[:cap], max(0, len(others) - cap)
+    strays = _stray_narratives(store, clusters, ref, sources, existing)
+    if strays:  # folded in as the cluster's own narrative would be: one narrative stays
+        if existing is None:
+            existing, mode = strays.pop(), "update"
+        sources = sorted([*sources, *strays], key=lambda e: (_when(e), e.id))
+        live = [*live, *(e for e in (existing, *strays) if e is not None and e not in live)]
+    return Selection(ref, info.cluster_id, mode, tuple(sources), existing, deferred=deferred,
                      members=tuple((e.id, sent_hash(e)) for e in live))
+
+
+def _stray_narratives(store: MarkdownStore, clusters: ClusterService, ref: UserRef,
+                      sources: Sequence[Entry], existing: Entry | None) -> list[Entry]:
+    """The live narratives of ``ref`` (by the Markdown) other than ``existing`` that name one
+    of ``sources``, oldest first. Only a hand edit makes one: a narrative's sources live
+    again beside it, its log copied with theirs into another user's folder, where it names a
+    cluster that user does not hold. Merged without them, the sources got a second live
+    narrative beside the first; folded in, the merge replaces it as an ``update`` replaces
+    its cluster's narrative."""
+    named = reads.live_narratives_naming(clusters.runtime.db(), ref, [e.id for e in sources])
+    named.discard(existing.id if existing is not None else "")
+    if not named:
+        return []
+    found = store.get_many(ref, sorted(named))
+    strays = [e for e in found.values()
+              if e.deprecated_by is None and e.parent_type == "cluster"
+              and any(s.id in e.sources for s in sources)]
+    return sorted(strays, key=lambda e: (_when(e), e.id))
 
 
 # --------------------------------------------------------------------------- Merge + Re-extract
