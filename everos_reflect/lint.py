@@ -280,10 +280,13 @@ def audit_sources(conn: sqlite3.Connection) -> MergeSources:
     from everos_reflect.index.audit import merge_row, merge_sources
 
     def sources(ref: UserRef, merged_id: str) -> list[str]:
-        row = merge_row(conn, ref, merged_id)
-        if row is None or row[1] == "undone":
+        try:
+            row = merge_row(conn, ref, merged_id)
+            if row is None or row[1] == "undone":
+                return []
+            return merge_sources(conn, ref, merged_id)
+        except sqlite3.Error:  # an audit that cannot be read: journal_problems names it
             return []
-        return merge_sources(conn, ref, merged_id)
 
     return sources
 
@@ -579,15 +582,9 @@ def _audit(root: Path) -> sqlite3.Connection | None:
     if not dbmod.db_built(root):
         return None
     try:
-        conn = dbmod.connect(root, readonly=True)
+        return dbmod.connect(root, readonly=True)
     except sqlite3.Error:
         return None
-    try:
-        conn.execute("SELECT 1 FROM reflection_report LIMIT 1").fetchall()
-    except sqlite3.Error:
-        conn.close()
-        return None
-    return conn
 
 
 def lint_report(root: Path, progress: Progress | None = None) -> dict[str, Any]:
