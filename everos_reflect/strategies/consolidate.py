@@ -217,11 +217,13 @@ def _stray_narratives(store: MarkdownStore, ref: UserRef, sources: Sequence[Entr
                       existing: Entry | None,
                       beside: Mapping[str, Collection[str]]) -> list[Entry]:
     """The live narratives of ``ref`` (by the Markdown) other than ``existing`` that name one
-    of ``sources``, oldest first. Only a hand edit makes one: a narrative's sources live
-    again beside it, its log copied with theirs into another user's folder, where it names a
-    cluster that user does not hold. Merged without them, the sources got a second live
-    narrative beside the first; folded in, the merge replaces it as an ``update`` replaces
-    its cluster's narrative."""
+    of ``sources`` and have none of theirs archived toward them, oldest first. Only a hand
+    edit makes one: a narrative's sources live again beside it, its log copied with theirs
+    into another user's folder, where it names a cluster that user does not hold. Merged
+    without them, the sources got a second live narrative beside the first; folded in, the
+    merge replaces it as an ``update`` replaces its cluster's narrative. A narrative with
+    sources still archived toward it is left alone: the live entry under one of its sources'
+    ids may be another (a person replaced that log with one of their own)."""
     named = {n for e in sources for n in beside.get(e.id, ())}
     named -= {e.id for e in sources} | ({existing.id} if existing is not None else set())
     if not named:
@@ -230,6 +232,10 @@ def _stray_narratives(store: MarkdownStore, ref: UserRef, sources: Sequence[Entr
     strays = [e for e in found.values()
               if e.deprecated_by is None and e.parent_type == "cluster"
               and any(s.id in e.sources for s in sources)]
+    if strays:  # wholly beside its sources: none of them archived toward it
+        held = store.get_many(ref, sorted({i for e in strays for i in e.sources}))
+        strays = [e for e in strays
+                  if not any(held[i].deprecated_by == e.id for i in e.sources if i in held)]
     return sorted(strays, key=lambda e: (_when(e), e.id))
 
 
