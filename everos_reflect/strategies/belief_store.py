@@ -673,23 +673,45 @@ class BeliefTier(Strategy):
         """Settle one interrupted commit (:meth:`recover`); whether its outputs were written."""
         from everos_reflect.index.audit import Derivation, insert_derivation
 
-        state = self.load_state(runtime, ref)
+        holder, state = ref, self.load_state(runtime, ref)
         written = state.written_by(key, self.output_kind)
+        if not written:  # its folder renamed or moved by hand before the restart?
+            holder, state, written = self._moved_commit(runtime, ref, key, state)
         if written:
-            sync(runtime, {runtime.store.path_for_id(ref, e.id) for e in written})
+            sync(runtime, {runtime.store.path_for_id(holder, e.id) for e in written})
             items = self.written_for(state, items, written)
         with transaction(conn):
             if written:
-                cursors.advance(conn, self.name, ref, items, None)
-                self.forget_stale(conn, ref, state)
+                cursors.advance(conn, self.name, holder, items, None)
+                self.forget_stale(conn, holder, state)
                 insert_derivation(conn, Derivation(
-                    strategy=self.name, ref=ref, status="ok", inputs=self.entry_ids(items),
-                    outputs=[e.id for e in written],
+                    strategy=self.name, ref=holder, status="ok",
+                    inputs=self.entry_ids(items), outputs=[e.id for e in written],
                     error="recovered: the commit was interrupted after its write"))
             cursors.end_intent(conn, self.name, ref, key)
         log.info("%s: %s: interrupted commit %s %s", self.name, ref, key,
-                 "recovered" if written else "withdrawn (nothing was written)")
+                 ("recovered" + (f" in {holder}'s folder, which holds it now"
+                                 if holder != ref else ""))
+                 if written else "withdrawn (nothing was written)")
         return bool(written)
+
+    def _moved_commit(self, runtime: Runtime, ref: UserRef, key: str,
+                      state: Any) -> tuple[UserRef, Any, list[Entry]]:
+        """Where an interrupted commit of ``ref`` that ``ref``'s logs show nothing of went:
+        the one other user whose logs hold outputs tagged with its window ``key`` (its folder
+        renamed or moved by hand before the restart), with that user's state and those
+        outputs; else ``ref``, ``state`` and nothing (several holders, a copied folder: not
+        guessed). Settled under the old name, the commit was withdrawn and its outputs stood
+        in the renamed folder with no audit row."""
+        found = []
+        for other in runtime.store.iter_users():
+            if other == ref:
+                continue
+            theirs = self.load_state(runtime, other)
+            written = theirs.written_by(key, self.output_kind)
+            if written:
+                found.append((other, theirs, list(written)))
+        return found[0] if len(found) == 1 else (ref, state, [])
 
     def written_for(self, state: Any, items: Mapping[str, str],
                     written: Sequence[Entry]) -> dict[str, str]:

@@ -547,29 +547,62 @@ def recover_rows(runtime: Runtime, ref: UserRef | None = None) -> int:
     mark left it → its row; it does not (the write never happened) → the note is dropped,
     and the record, still as it was, is marked again by the next check. Returns the rows
     written. Without it a lesson went stale, or a record active again, with no row for good:
-    no later check marks it again."""
+    no later check marks it again.
+
+    A note whose user's folder is gone (renamed or moved by hand before the restart) is
+    settled by any check, and its row follows the folder (:func:`_mark_holder`), as the rows
+    of merges and derivations do; settled under the old name, the note found no record and
+    was dropped, and the lesson stood stale in the renamed folder with no row."""
     conn, done = runtime.db(), 0
     for owner, entry_id, items in cursors.intents(conn, NAME):
-        if ref is not None and owner != ref:
+        if ref is not None and owner != ref and not runtime.store.user_gone(owner):
             continue
-        try:
-            entry: Entry | None = runtime.store.get(owner, entry_id)
-        except EverosError:
-            entry = None
+        holder, entry = owner, _record(runtime, owner, entry_id)
+        if entry is None:  # its folder renamed or moved by hand: the row follows it
+            holder, entry = _mark_holder(runtime, owner, entry_id, items)
         row = None
-        if entry is not None and items.get("status") == STALE:
-            if status_of(entry) == STALE and entry.meta.get("stale_reason") == items.get("reason"):
-                row = Derivation(NAME, owner, STALE, inputs=evidence_of(entry),
-                                 outputs=[entry_id], error=items.get("reason"))
-        elif entry is not None and items.get("status") == RESTORED and _live(entry):
-            row = Derivation(NAME, owner, RESTORED, inputs=evidence_of(entry),
-                             outputs=[entry_id])
+        if entry is not None and _marked_as_noted(entry, items):
+            row = Derivation(NAME, holder, items["status"], inputs=evidence_of(entry),
+                             outputs=[entry_id],
+                             error=items.get("reason") if items["status"] == STALE else None)
         settle_intent(runtime.db(), NAME, owner, entry_id, row)
         if row is not None:
             done += 1
             log.warning("provenance: %s: the %s mark of %s was interrupted before its audit "
-                        "row: recorded now", owner, row.status, entry_id)
+                        "row: recorded now%s", holder, row.status, entry_id,
+                        f" (noted for {owner}, whose folder holds it no more)"
+                        if holder != owner else "")
     return done
+
+
+def _record(runtime: Runtime, ref: UserRef, entry_id: str) -> Entry | None:
+    try:
+        return runtime.store.get(ref, entry_id)
+    except EverosError:
+        return None
+
+
+def _marked_as_noted(entry: Entry, items: Mapping[str, str]) -> bool:
+    """Whether ``entry`` reads as the noted mark left it: stale for the noted reason, or
+    live again."""
+    if items.get("status") == STALE:
+        return status_of(entry) == STALE and entry.meta.get("stale_reason") == items.get(
+            "reason")
+    return items.get("status") == RESTORED and _live(entry)
+
+
+def _mark_holder(runtime: Runtime, owner: UserRef, entry_id: str,
+                 items: Mapping[str, str]) -> tuple[UserRef, Entry | None]:
+    """Where a noted mark's row goes when ``owner``'s logs hold no ``entry_id`` (its folder
+    renamed or moved by hand): the one other user whose logs hold it as the mark left it,
+    with it. Several (a copied folder): ``owner``, the old name, as the audit moves no row
+    to one of two holders; none: no record."""
+    holders = [(other, entry) for other in runtime.store.iter_users() if other != owner
+               and (entry := _record(runtime, other, entry_id)) is not None
+               and _marked_as_noted(entry, items)]
+    if len(holders) == 1:
+        return holders[0]
+    return (owner, holders[0][1]) if holders else (owner, None)
 
 
 def unhashed(records: Mapping[str, Entry], unreadable: Collection[str] = frozenset(),

@@ -120,32 +120,55 @@ VERDICT = "verdict"
 MERGED = "merged"
 
 
+def _shown(records: Mapping[str, Entry], insight_id: str, verdict: str) -> bool:
+    """Whether ``records`` (one user's insights) show the Markdown write of ``verdict`` on
+    ``insight_id``: a merge's archive key, a revise's revision, a keep's ``active`` or a
+    retire's ``retired``."""
+    insight = records.get(insight_id)
+    if insight is None:
+        return False
+    if verdict == MERGED:
+        return insight.deprecated_by is not None
+    if verdict == "revise":
+        return written_revision(insight, dict(records)) is not None
+    wanted = {"holds": provenance.ACTIVE, "retire": provenance.RETIRED}.get(verdict)
+    return wanted is not None and insight.meta.get("status") == wanted
+
+
 def _written(rt: Runtime, ref: UserRef, insight_id: str, verdict: str) -> list[str]:
     """What an interrupted ``verdict`` on ``insight_id`` wrote (its row's ``outputs``), the
     revise finished and the files indexed; ``[]``: nothing was written."""
     records = {e.id: e for e in rt.store.entries(ref, Kind.INSIGHT)}
-    insight = records.get(insight_id)
-    if insight is None:
+    if not _shown(records, insight_id, verdict):
         return []
+    insight = records[insight_id]
     if verdict == MERGED:
-        live = insight.deprecated_by
-        if live is None:
-            return []
         sync(rt, {rt.store.path_for_id(ref, insight_id)})
-        return [live]
+        return [str(insight.deprecated_by)]
     if verdict == "revise":
         revision = written_revision(insight, records)
-        if revision is None:
-            return []
+        assert revision is not None
         if insight.deprecated_by is None:
             rt.store.deprecate(ref, {insight_id: revision.id})
         sync(rt, {rt.store.path_for_id(ref, insight_id), rt.store.path_for_id(ref, revision.id)})
         return [revision.id]
-    wanted = {"holds": provenance.ACTIVE, "retire": provenance.RETIRED}.get(verdict)
-    if wanted is None or insight.meta.get("status") != wanted:
-        return []
     sync(rt, {rt.store.path_for_id(ref, insight_id)})
     return [insight_id]
+
+
+def _verdict_holder(rt: Runtime, ref: UserRef, insight_id: str, verdict: str) -> UserRef:
+    """The user whose logs hold the insight an interrupted verdict of ``ref`` was about:
+    ``ref``, unless its logs hold no such insight (its folder renamed or moved by hand before
+    the restart) and exactly one other user's logs show the verdict's write on it (ids are
+    per user: not guessed among several). Settled under the old name, the verdict found
+    nothing written and was dropped: a revision stood with no row (its old insight live and
+    stale beside it, when the kill came before its archive key), a keep or retire too."""
+    if not rt.store.user_gone(ref) and any(
+            e.id == insight_id for e in rt.store.entries(ref, Kind.INSIGHT)):
+        return ref
+    holders = [other for other in rt.store.iter_users() if other != ref and _shown(
+        {e.id: e for e in rt.store.entries(other, Kind.INSIGHT)}, insight_id, verdict)]
+    return holders[0] if len(holders) == 1 else ref
 
 
 def _aside_with_row(rt: Runtime, ref: UserRef, aside: Mapping[str, str], row: Derivation,
@@ -920,15 +943,20 @@ class RevalidateInsights(Strategy):
         looked at the archived insight again to write one. Idempotent."""
         conn, counts = runtime.db(), Counter[str]()
         for ref, insight_id, items in cursors.intents(conn, NAME):
+            verdict = items.get(VERDICT, "")
             try:
-                outputs = _written(runtime, ref, insight_id, items.get(VERDICT, ""))
+                holder = _verdict_holder(runtime, ref, insight_id, verdict)
+                outputs = _written(runtime, holder, insight_id, verdict)
             except Exception:
                 if runtime.root_gone():
                     raise
                 log.exception("%s: %s: the interrupted verdict on %s could not be settled; "
                               "left to the next start", NAME, ref, insight_id)
                 continue
-            row = Derivation(NAME, ref, "ok", inputs=[insight_id], outputs=outputs,
+            if holder != ref:
+                log.warning("%s: the interrupted verdict on %s of %s is finished in %s's "
+                            "folder, which holds it now", NAME, insight_id, ref, holder)
+            row = Derivation(NAME, holder, "ok", inputs=[insight_id], outputs=outputs,
                              error="recovered: the verdict was interrupted after its write")
             settle_intent(runtime.db(), NAME, ref, insight_id, row if outputs else None)
             if outputs:
