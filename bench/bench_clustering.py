@@ -31,6 +31,10 @@ fact's newer version, as the service asks it; nothing persisted), N times per st
 figure a change to the rule moves, without SQLite's noise.
 ``--persisted-only N`` times ours alone, persisted, 256 per transaction, N times per stream
 (least, median, each run, and the clusters' digest): two trees compared in one job.
+``--distinct-texts``: the one-owner streams' copies each with texts of their own (the plain
+repeats say every LoCoMo text 20 or 184 times, so what is kept per text stays warm).
+``--consolidated-only N``: the same with every eligible cluster consolidated every
+``--consolidate-days`` of stream time (the consolidated row), with its digest and tenths.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import argparse
 import gc
 import hashlib
 import importlib.util
+import re
 import sqlite3
 import statistics
 import sys
@@ -110,8 +115,42 @@ def locomo_stream(path: str, cache: Path | None = None) -> tuple[list[Item], np.
     return items, vectors
 
 
-def one_owner_stream(base: list[Item], scale: int, seed: int = 0) -> list[Item]:
-    """The anchor's heavy user: ``base`` repeated ``scale`` times, 400 days apart, jittered."""
+#: where a sentence ends (its closing mark, then a space or the end): what
+#: :func:`distinct_text` weaves a copy's word in before
+_SENTENCE_END = re.compile(r"([.!?])(?=\s|$)")
+
+
+def copy_word(copy: int) -> str:
+    """An invented lowercase word naming ``copy`` (1 → ``qxb``, 26 → ``qxba``): no name, no
+    number, no word any reading of a change looks for."""
+    letters = ""
+    while True:
+        copy, digit = divmod(copy, 26)
+        letters = chr(ord("a") + digit) + letters
+        if not copy:
+            return "qx" + letters
+
+
+def distinct_text(text: str, copy: int) -> str:
+    """``text`` as copy ``copy`` of a repeated stream says it (``--distinct-texts``): copy 0
+    unchanged, every later copy with its :func:`copy_word` before each sentence's closing
+    mark (and at the end of a text that ends without one), so no text and no sentence of
+    one copy comes again in another: what is read per text and per sentence (the reading
+    of a change, the version join's sentence readings, kept per text) is read anew for
+    each, as a real owner's new texts are, where the plain repeats read every text 20
+    times."""
+    if copy == 0:
+        return text
+    word = copy_word(copy)
+    woven = _SENTENCE_END.sub(rf" {word}\1", text).rstrip()
+    return woven if woven.endswith((".", "!", "?")) else f"{woven} {word}"
+
+
+def one_owner_stream(base: list[Item], scale: int, seed: int = 0,
+                     distinct: bool = False) -> list[Item]:
+    """The anchor's heavy user: ``base`` repeated ``scale`` times, 400 days apart, jittered.
+    ``distinct``: each copy's texts made its own (:func:`distinct_text`); the vectors are
+    the same either way (no embedding: the jittered copies of the LoCoMo vectors)."""
     rng = np.random.default_rng(seed)
     n = len(base) * scale
     idx = np.arange(n) % len(base)
@@ -121,7 +160,10 @@ def one_owner_stream(base: list[Item], scale: int, seed: int = 0) -> list[Item]:
     when = [base[i % len(base)].ts + (i // len(base)) * 400 * DAY for i in range(n)]
     # LoCoMo spans more than 400 days, so repeats overlap: deliver in time order (ids follow)
     order = sorted(range(n), key=lambda i: (when[i], i))
-    return [Item("one", f"ep_{k:07d}", when[i], vecs[i], base[i % len(base)].text)
+    texts = [b.text for b in base]
+    return [Item("one", f"ep_{k:07d}", when[i], vecs[i],
+                 distinct_text(texts[i % len(base)], i // len(base)) if distinct
+                 else texts[i % len(base)])
             for k, i in enumerate(order)]
 
 
@@ -285,7 +327,9 @@ def stream_runtime(root: Path, settings: Settings, items: Sequence[Item]
     their ``entries`` rows written, all before timing, and each owner's ref."""
     rt = _Runtime(root, settings)
     rt.db()  # open and migrate system.db before timing: a daemon holds it open
-    refs = {o: UserRef.of(o) for o in {it.owner for it in items}}
+    # in sorted order: the consolidating walks the owners in it and numbers its narratives
+    # by it (a set's order changes with the process's string hashes)
+    refs = {o: UserRef.of(o) for o in sorted({it.owner for it in items})}
     for it in items:
         rt.vectors.data[(refs[it.owner], it.eid)] = it.vector
     _index_rows(rt.db(), items, refs)
@@ -534,13 +578,13 @@ def report(name: str, items: list[Item], settings: Settings, ea: Any | None,
 
 
 def rule_only(locomo: str, cache: Path | None, scales: Sequence[int], settings: Settings,
-              runs: int) -> int:
+              runs: int, distinct: bool = False) -> int:
     """``--rule-only``: :func:`run_memory_runs` ``runs`` times on LoCoMo and each scale,
     CPU-µs per Episode (least, median, each run), a digest of the labels and their adjusted
     Rand index against the service's clusters of the same stream."""
     base, _ = locomo_stream(locomo, cache)
     for scale in [0, *scales]:
-        items = one_owner_stream(base, scale) if scale else base
+        items = one_owner_stream(base, scale, distinct=distinct) if scale else base
         # the service's clusters on the same stream (untimed): the same rule gives the same
         # partition (run_ours lets the harness back into the collector: out again after)
         service_labels = run_ours(items, settings, BATCH)["labels"]
@@ -561,24 +605,60 @@ def rule_only(locomo: str, cache: Path | None, scales: Sequence[int], settings: 
 
 
 def persisted_only(locomo: str, cache: Path | None, scales: Sequence[int], settings: Settings,
-                   runs: int) -> int:
+                   runs: int, consolidate_days: float = 0.0, distinct: bool = False) -> int:
     """``--persisted-only``: :func:`run_ours` 256 per transaction, ``runs`` times on LoCoMo
     and each scale, CPU-µs per Episode (least, median, then each run) and the digest of the
     first run's clusters: the figure a change to the service moves, with nothing else in
-    the job (the least of several runs is the one least disturbed by a shared machine)."""
+    the job (the least of several runs is the one least disturbed by a shared machine).
+    ``consolidate_days`` (``--consolidated-only``): every eligible cluster consolidated
+    every that many days of stream time, as the consolidated row; the tenths of the
+    median run too, and the digest (no ``recluster``: the consolidating is the bench's)."""
     base, _ = locomo_stream(locomo, cache)
     for scale in [0, *scales]:
-        items = one_owner_stream(base, scale) if scale else base
-        figures, digest = [], ""
+        items = one_owner_stream(base, scale, distinct=distinct) if scale else base
+        figures, digest, runs_out = [], "", []
         for n in range(runs):
-            out = run_ours(items, settings, BATCH, digest=n == 0)
+            out = run_ours(items, settings, BATCH, consolidate_days,
+                           digest=n == 0 and not consolidate_days)
             figures.append(statistics.mean(out["per_item"]) * 1e6)
+            if consolidate_days:
+                runs_out.append(out)
+                if n == 0:
+                    with tempfile.TemporaryDirectory() as tmp:
+                        digest = _consolidated_digest(items, settings, consolidate_days,
+                                                      Path(tmp))
             digest = digest or out["digests"]["stream"]
         name = f"one owner x{scale}" if scale else "LoCoMo"
-        print(f"{name}: {BATCH} per transaction: least {min(figures):.1f}, median "
+        way = (f"consolidated every {consolidate_days:g} d, " if consolidate_days else "")
+        tenths = ""
+        if runs_out:
+            mid = _median_run(runs_out, lambda r: statistics.mean(r["per_item"]))
+            tenths = (f"; median run: {mid['consolidations']:,} consolidations, "
+                      f"{mid['consolidated']:,} consolidated clusters at the end, "
+                      f"{_deciles(mid['per_item'])}")
+        print(f"{name}: {way}{BATCH} per transaction: least {min(figures):.1f}, median "
               f"{statistics.median(figures):.1f} CPU-µs per Episode (runs: "
-              f"{', '.join(f'{f:.1f}' for f in figures)}); clusters digest {digest}")
+              f"{', '.join(f'{f:.1f}' for f in figures)}); clusters digest {digest}{tenths}")
     return 0
+
+
+def _consolidated_digest(items: Sequence[Item], settings: Settings, consolidate_days: float,
+                         root: Path) -> str:
+    """:func:`cluster_digest` of ``items`` placed 256 per transaction with every eligible
+    cluster consolidated every ``consolidate_days`` (untimed: :func:`run_ours`'s loop)."""
+    rt, refs = stream_runtime(root, settings, items)
+    svc = ClusterService(rt)  # type: ignore[arg-type]
+    entries = _entries(items)
+    next_consolidation = items[0].ts + consolidate_days * DAY
+    seq = 0
+    for start in range(0, len(items), BATCH):
+        chunk = items[start:start + BATCH]
+        if chunk[0].ts >= next_consolidation:
+            _consolidate_all(svc, rt, refs.values(), seq)
+            seq += 1
+            next_consolidation = chunk[0].ts + consolidate_days * DAY
+        place_chunk(svc, chunk, by_owner_of(chunk), refs, entries, lone=False)
+    return cluster_digest(rt.db())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -612,6 +692,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--persisted-only", type=int, default=0, metavar="N",
                         help="only ours, persisted, 256 per transaction, N times per stream: "
                              "the least, the median and every figure, and the clusters' digest")
+    parser.add_argument("--consolidated-only", type=int, default=0, metavar="N",
+                        help="as --persisted-only, with every eligible cluster consolidated "
+                             "every --consolidate-days (the consolidated row), N times per "
+                             "stream: least, median, every figure, the digest, the tenths")
+    parser.add_argument("--distinct-texts", action="store_true",
+                        help="one-owner streams: each copy's texts made its own (a copy's "
+                             "invented word woven into every sentence; the same vectors), so "
+                             "nothing read per text or per sentence is read warm")
     parser.add_argument("--pragma", action="append", default=[], metavar="NAME=VALUE",
                         help="run PRAGMA NAME=VALUE on system.db once opened (repeatable): "
                              "a setting of index/db.py's connect measured in place")
@@ -625,10 +713,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"our clustering.member_threshold = {args.member_threshold:g}")
     if args.rule_only:
         return rule_only(args.locomo, args.vectors_cache, args.scales, settings,
-                         args.rule_only)
+                         args.rule_only, args.distinct_texts)
     if args.persisted_only:
         return persisted_only(args.locomo, args.vectors_cache, args.scales, settings,
-                              args.persisted_only)
+                              args.persisted_only, distinct=args.distinct_texts)
+    if args.consolidated_only:
+        if not args.consolidate_days:
+            parser.error("--consolidated-only needs --consolidate-days above 0, got 0")
+        return persisted_only(args.locomo, args.vectors_cache, args.scales, settings,
+                              args.consolidated_only, args.consolidate_days,
+                              args.distinct_texts)
     ea = load_everalgo(args.everalgo) if args.everalgo else None
     t0 = time.perf_counter()
     base, _ = locomo_stream(args.locomo, args.vectors_cache)
@@ -637,7 +731,7 @@ def main(argv: list[str] | None = None) -> int:
     report("LoCoMo", base, settings, ea, args.consolidate_days, max(1, args.repeat),
            args.digest)
     for scale in args.scales:
-        items = one_owner_stream(base, scale)
+        items = one_owner_stream(base, scale, distinct=args.distinct_texts)
         report(f"one owner x{scale}", items, settings,
                ea if len(items) <= args.everalgo_max else None, args.consolidate_days,
                digest=args.digest)

@@ -4,11 +4,13 @@ Places a stream of ``bench_clustering.py`` (LoCoMo, or one owner ×N) as an inde
 (``on_entries_indexed`` per owner inside one ``ClusterService.batch()`` of 256 Episodes), with
 a CPU-time counter (``time.process_time``) around each step named below and each SQL
 statement the service runs, and prints their totals per Episode. Steps nest (a total
-includes what it calls: ``assign_run`` holds ``tells_change`` and ``_version_join``); the
+includes what it calls: ``assign_run`` holds ``tells_change`` and ``_version_join``), so
+each also gets its own time, less the steps and statements timed inside it (the first
+statement after the queue fills writes it: ``_place_history``'s total holds that flush); the
 counters add ~0.5 µs a call of their own, so a step called per Episode reads high by that.
 
     python bench/clustering_split.py LOCOMO_JSON --vectors-cache vecs.npy [--scale 20] \
-        [--without-version-trigger] [--count-near]
+        [--without-version-trigger] [--count-near] [--consolidate-days 30] [--distinct-texts]
 """
 
 from __future__ import annotations
@@ -33,19 +35,35 @@ from everos_reflect.clustering import matrix, service
 from everos_reflect.settings import Settings
 
 spent: collections.Counter[str] = collections.Counter()
+#: a step's time less the steps timed inside it (``_place_history`` holds the flush of the
+#: queue its first statement triggers: its own cost is the rest)
+own: collections.Counter[str] = collections.Counter()
 calls: collections.Counter[str] = collections.Counter()
 rows_written: collections.Counter[str] = collections.Counter()
+#: per step open, the time of the steps timed inside it so far
+_inner: list[float] = []
+
+
+def _count(label: str, took: float, inside: float = 0.0) -> None:
+    """``took`` CPU seconds of one call of ``label``, ``inside`` of them in steps timed
+    inside it; counted inside the step open around it too."""
+    if _inner:
+        _inner[-1] += took
+    spent[label] += took
+    own[label] += took - inside
+    calls[label] += 1
 
 
 def _timed(label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def timed(*args: Any, **kwargs: Any) -> Any:
         t0 = time.process_time()
+        _inner.append(0.0)
         try:
             return fn(*args, **kwargs)
         finally:
-            spent[label] += time.process_time() - t0
-            calls[label] += 1
+            took = time.process_time() - t0
+            _count(label, took, _inner.pop())
     return timed
 
 
@@ -61,9 +79,7 @@ class _Statements:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         t0 = time.process_time()
         out = self._conn.execute(sql, params)
-        key = "SQL " + " ".join(sql.split())[:60]
-        spent[key] += time.process_time() - t0
-        calls[key] += 1
+        _count("SQL " + " ".join(sql.split())[:60], time.process_time() - t0)
         return out
 
     def executemany(self, sql: str, rows: Any) -> Any:
@@ -71,8 +87,7 @@ class _Statements:
         t0 = time.process_time()
         out = self._conn.executemany(sql, rows)
         key = "SQL many " + " ".join(sql.split())[:55]
-        spent[key] += time.process_time() - t0
-        calls[key] += 1
+        _count(key, time.process_time() - t0)
         rows_written[key] += len(rows)
         return out
 
@@ -94,7 +109,14 @@ def instrument() -> None:
             (service._Write, "placed_run", "placed_run (queue the rows)"),
             (service._Write, "finish", "finish (write the queue)"),
             (service._Write, "flush", "flush (the queue's statements; inside the first "
-                                      "statement after it fills, or finish)")]:
+                                      "statement after it fills, or finish)"),
+            (matrix._PivotGroups, "put", "_PivotGroups.put (a consolidated cluster placed "
+                                         "in the pivot index)"),
+            (matrix._PivotGroups, "_matrix", "_PivotGroups._matrix (the pivots stacked)"),
+            (matrix._PivotGroups, "cosines", "_PivotGroups.cosines (a run's pivot bounds)"),
+            (matrix.UserClusters, "_rejoin_pairs", "_rejoin_pairs (a run's far rejoins)"),
+            (matrix.UserClusters, "_later_rejoin",
+             "_later_rejoin (the items a consolidated cluster just joined may still take)")]:
         setattr(owner, name, _timed(label, getattr(owner, name)))
     member_rows = service.ClusterService._member_rows
     service.ClusterService._member_rows = staticmethod(  # type: ignore[method-assign]
@@ -112,8 +134,7 @@ def instrument() -> None:
         with transaction(conn) as c:
             yield c
             t0 = time.process_time()
-        spent["COMMIT"] += time.process_time() - t0
-        calls["COMMIT"] += 1
+        _count("COMMIT", time.process_time() - t0)
 
     service.transaction = timed_commit  # type: ignore[assignment]
 
@@ -160,6 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--without-version-trigger", action="store_true",
                         help="drop clusters_version_insert first (to size it; not a change "
                              "to make: other writers' inserts would no longer be counted)")
+    parser.add_argument("--consolidate-days", type=float, default=0.0,
+                        help="every eligible cluster consolidated every that many days of "
+                             "stream time (bench_clustering.py's consolidated row; the "
+                             "consolidating itself is not counted)")
+    parser.add_argument("--distinct-texts", action="store_true",
+                        help="each copy of a one-owner stream says its own texts")
     parser.add_argument("--count-near", action="store_true",
                         help="also count the Episodes asked for the join of a newer version "
                              "and those with a cluster at the version floor (slows the run)")
@@ -168,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = replace(settings, clustering=replace(settings.clustering,
                                                     member_threshold=args.member_threshold))
     base, _ = bc.locomo_stream(args.locomo, args.vectors_cache)
-    items = bc.one_owner_stream(base, args.scale) if args.scale else base
+    items = (bc.one_owner_stream(base, args.scale, distinct=args.distinct_texts) if args.scale
+             else base)
     entries = bc._entries(items)
     instrument()
     near = count_near() if args.count_near else None
@@ -182,7 +210,19 @@ def main(argv: list[str] | None = None) -> int:
         calls.clear()
         gc.collect()
         gc.freeze()
+        days = args.consolidate_days
+        next_consolidation = items[0].ts + days * bc.DAY
+        seq = 0
         for start in range(0, len(items), bc.BATCH):
+            if days and items[start].ts >= next_consolidation:
+                counters = (spent, own, calls, rows_written)
+                kept = [c.copy() for c in counters]
+                bc._consolidate_all(svc, rt, refs.values(), seq)
+                seq += 1
+                next_consolidation = items[start].ts + days * bc.DAY
+                for counter, before in zip(counters, kept, strict=True):
+                    counter.clear()  # nothing of the consolidating is counted
+                    counter.update(before)
             by_owner: dict[str, list[bc.Item]] = {}
             for it in items[start:start + bc.BATCH]:
                 by_owner.setdefault(it.owner, []).append(it)
@@ -199,9 +239,12 @@ def main(argv: list[str] | None = None) -> int:
     if near is not None:
         print(f"  asked for the join of a newer version: {near['asked']:,}; with a cluster "
               f"in the window at the version floor: {near['near']:,}")
+    print("    total      own  step or statement (own: less the steps and statements timed "
+          "inside it)")
     for label, seconds in sorted(spent.items(), key=lambda kv: -kv[1]):
         rows = f", {rows_written[label]:,} rows" if label in rows_written else ""
-        print(f"  {seconds / n * 1e6:7.2f}  {label}  ({calls[label]:,} calls{rows})")
+        print(f"  {seconds / n * 1e6:7.2f}  {own[label] / n * 1e6:7.2f}  {label}  "
+              f"({calls[label]:,} calls{rows})")
     return 0
 
 

@@ -9,10 +9,13 @@ the process's CPU time (``time.process_time``), so other processes' load does no
 whatever function was running.
 
     python bench/profile_assign.py LOCOMO_JSON --vectors-cache vecs.npy [--scale 20] [--lone]
-        [--top 40] [--consolidate-days 30]
+        [--top 40] [--consolidate-days 30] [--part 0.9 1] [--distinct-texts]
 
 ``--consolidate-days D``: every eligible cluster consolidated every D days of stream time
 (``bench_clustering.py``'s consolidated row; the consolidating itself is not profiled).
+``--part FROM TO``: profile only the batches starting in that fraction of the stream (``0.9 1``:
+the last tenth), the rest placed unprofiled. ``--distinct-texts``: each copy of a one-owner
+stream says its own texts (``bench_clustering.py``'s option of that name).
 """
 
 from __future__ import annotations
@@ -42,11 +45,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lone", action="store_true", help="one transaction per Episode")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--consolidate-days", type=float, default=0.0)
+    parser.add_argument("--part", type=float, nargs=2, default=(0.0, 1.0),
+                        metavar=("FROM", "TO"))
+    parser.add_argument("--distinct-texts", action="store_true")
     args = parser.parse_args(argv)
     settings = Settings()
     settings = replace(settings, clustering=replace(settings.clustering, member_threshold=0.0))
     base, _ = bc.locomo_stream(args.locomo, args.vectors_cache)
-    items = bc.one_owner_stream(base, args.scale) if args.scale else base
+    items = (bc.one_owner_stream(base, args.scale, distinct=args.distinct_texts) if args.scale
+             else base)
     entries = bc._entries(items)
     # CPU time of the process, not wall time: the machine is shared, a wall clock charges
     # other processes' time slices to whichever function was running
@@ -57,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
         gc.freeze()
         step = 1 if args.lone else bc.BATCH
+        n = 0  # Episodes profiled
         days = args.consolidate_days
         next_consolidation = items[0].ts + days * bc.DAY
         seq = 0
@@ -67,10 +75,13 @@ def main(argv: list[str] | None = None) -> int:
                 seq += 1
                 next_consolidation = chunk[0].ts + days * bc.DAY
             by_owner = bc.by_owner_of(chunk)
+            if not args.part[0] * len(items) <= start < args.part[1] * len(items):
+                bc.place_chunk(svc, chunk, by_owner, refs, entries, lone=args.lone)
+                continue
             profile.enable()
             bc.place_chunk(svc, chunk, by_owner, refs, entries, lone=args.lone)
             profile.disable()
-    n = len(items)
+            n += len(chunk)
     stats = pstats.Stats(profile)
     rows = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])  # type: ignore[attr-defined]
     total = sum(v[2] for v in stats.stats.values())  # type: ignore[attr-defined]
@@ -78,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     way = "1 per transaction" if args.lone else f"{bc.BATCH} per transaction"
     if args.consolidate_days:
         way += f", consolidated every {args.consolidate_days:g} d"
+    if args.distinct_texts:
+        way += ", texts distinct per copy"
+    if tuple(args.part) != (0.0, 1.0):
+        way += f", the batches from {args.part[0]:g} to {args.part[1]:g} of the stream"
     print(f"{name}, {n:,} Episodes, {way}: {total / n * 1e6:.1f} µs per Episode under cProfile")
     print("  own µs/Ep  cum µs/Ep   calls/Ep  function")
     for (file, line, func), (_, ncalls, tottime, cumtime, _) in rows[:args.top]:
