@@ -99,7 +99,7 @@ import sys
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import date
 from difflib import SequenceMatcher
 from functools import cache, lru_cache, update_wrapper
@@ -682,10 +682,21 @@ def _read(text: str, day: date = date.min, order: int = 0) -> _Sentence:
     """``text`` as the merge reads it, parsed once per text (the clustering reads a member's
     text again for every Episode placed near it): a copy, so its day, order and subject
     are the caller's."""
-    s = object.__new__(_Sentence)  # copy.copy's result, without its protocol (~1.4 µs)
-    s.__dict__.update(_reading(text).__dict__)
-    s.day, s.order = day, order
-    return s
+    return _moved(_reading(text), day, order)
+
+
+def _moved(s: _Sentence, day: date, order: int,
+           sources: tuple[str, ...] | None = None) -> _Sentence:
+    """A copy of ``s`` said on ``day`` at ``order`` (and standing for ``sources``), its
+    reading carried over: every field :meth:`_Sentence.__post_init__` sets is a function of
+    the text alone, which a ``dataclasses.replace`` read again (a fold made one per restated
+    sentence)."""
+    copy = object.__new__(_Sentence)  # copy.copy's result, without its protocol (~1.4 µs)
+    copy.__dict__.update(s.__dict__)
+    copy.day, copy.order = day, order
+    if sources is not None:
+        copy.sources = sources
+    return copy
 
 
 def _marks_change(s: _Sentence) -> bool:
@@ -1710,8 +1721,8 @@ def _fold_restatements(sentences: list[_Sentence], sims: np.ndarray | None,
             continue
         old = kept[match]
         wording = old if _detail(old, s) > _detail(s, old) else s
-        kept[match] = replace(wording, day=s.day, order=s.order,
-                              sources=tuple(dict.fromkeys(old.sources + s.sources)))
+        kept[match] = _moved(wording, s.day, s.order,
+                             tuple(dict.fromkeys(old.sources + s.sources)))
         groups[match].append(s)
     return kept
 
@@ -1967,7 +1978,7 @@ def _other_roles(old: _Sentence, new: _Sentence) -> bool:
     stay, no current state). Not when the later does at home what the earlier went to
     ("Bea takes the bus to work." / "Bea works from home now."): the way there ended."""
     x, y = _roles(old), _roles(new)
-    shared = set(x) & set(y) - {old.subject or "", new.subject or ""}
+    shared = x.keys() & (y.keys() - {old.subject or "", new.subject or ""})
     if shared and _AT_HOME_RE.search(new.text) and all(
             "to" in x[w] and "v" in y[w] for w in shared):
         return False  # the way to work, then work done from home: no way there any more
@@ -1995,19 +2006,28 @@ def _another_verb(old: _Sentence, new: _Sentence) -> bool:
     on Main Street.")."""
     if old.past or new.past:
         return False
-    x, y = _roles(old), _roles(new)
-    verbs_x = [w for w, parts in x.items() if "v" in parts]
-    verbs_y = [w for w, parts in y.items() if "v" in parts]
-    if len(verbs_x) != 1 or len(verbs_y) != 1:
+    x, y = _one_verb(old.text), _one_verb(new.text)
+    if x is None or y is None:
         return False
-    a, b = verbs_x[0], verbs_y[0]
-    if a == b or _word_forms(frozenset({a}), frozenset({b})):
+    (a, rest_x), (b, rest_y) = x, y
+    if a == b or rest_x != rest_y or _word_forms(frozenset({a}), frozenset({b})):
         return False
     names = _specifics(old)
-    rest_x = {w: p for w, p in x.items() if w != a}
-    rest_y = {w: p for w, p in y.items() if w != b}
-    return bool(names) and names == _specifics(new) and rest_x == rest_y and any(
+    return bool(names) and names == _specifics(new) and any(
         _fold_plural(n) in rest_x for n in names)
+
+
+@_per_sentence
+def _one_verb(text: str) -> tuple[str, dict[str, set[str]]] | None:
+    """A sentence's one verb (:func:`_roles`' "v") and the parts its other words play;
+    None unless it has exactly one. Kept per text: :func:`_another_verb` asks it of both
+    sides of every pair the version join compares (~10 % of a merge's own CPU went to
+    reading it again per pair)."""
+    roles = _roles_of(text)
+    verbs = [w for w, parts in roles.items() if "v" in parts]
+    if len(verbs) != 1:
+        return None
+    return verbs[0], {w: p for w, p in roles.items() if w != verbs[0]}
 
 
 #: English words saying that a state holds now, as against before: "cycles to work now",
@@ -2048,13 +2068,15 @@ def _now_instead(old: _Sentence, new: _Sentence, cos: float) -> bool:
 _LABEL_RE = re.compile(r"^\s*([^\W\d_][\w'’-]*(?:\s+[\w'’-]+){0,2})\s*:\s+(?=\S)")
 
 
+@_per_sentence
 def _labelled(text: str) -> tuple[str, str] | None:
     """``(label, value)`` of a labelled note ("Job: barista." → ``("Job", "barista")``: at most
     three words before a colon, the value after it on one line, without one closing "." or
     "!"); else None. The value was read by a pattern whose lazy value and trailing spaces
     were tried against each other at every position, so a note with a long run of spaces
     in it took 14 s to read at 40,000 (minutes at 256 KiB, in a Reflection run); the same
-    answer, read once."""
+    answer, read once, and kept per text (the version join asks it of both sides of every
+    pair)."""
     m = _LABEL_RE.match(text)
     if m is None:
         return None
@@ -2346,6 +2368,15 @@ _TO_NAME_RE = re.compile(
     r"(?:new\s+)?(?:job|position|post)\s+(?:at|with)"
     r"|(?:was|were|got|(?:has|have|had)\s+been)\s+hired\s+by)"
     rf"\s+(?P<name>{_NAME})")
+
+@_per_sentence
+def _to_name(text: str) -> re.Match[str] | None:
+    """:data:`_TO_NAME_RE`'s first match in a sentence's text, kept per text: the version
+    join asks it of a later sentence once for every earlier one (~30 % of a merge's own CPU
+    went to this search and :func:`_replaces`' two)."""
+    return _TO_NAME_RE.search(text)
+
+
 #: What says, after the name, that joining it is taking a job there: a role ("joined Atkins
 #: as an engineer"), its staff ("joined Atkins's staff") or work there ("joined Atkins to
 #: work on bridges"; not "joined Strava after work").
@@ -2369,7 +2400,7 @@ def _new_place(old: _Sentence, new: _Sentence) -> bool:
     itself ("Bea joined Greenpeace.", a member): only with a role, the staff or work there
     after the name (:data:`_JOB_JOIN_RE`); "Bea left Arup and joined Atkins." is an end of
     Arup (:func:`_ends`)."""
-    m = _TO_NAME_RE.search(new.text)
+    m = _to_name(new.text)
     if m is None or old.ended is not None or old.past or old.change is not None:
         return False
     if m.group("join") and not _JOB_JOIN_RE.search(new.text[m.end():]):
@@ -2513,19 +2544,38 @@ _CHANGED_THING_RE = re.compile(
     r"\s+to\s+(?P<value>[^,;:.!?]+)", re.IGNORECASE)
 
 
+@_per_sentence
+def _changed_thing(text: str) -> tuple[str, frozenset[str]] | None:
+    """What "changed <the thing> to <a value>" in a sentence's text names: the thing (plural
+    -s folded) and the value's content words; None when it says no such change. Kept per
+    text, as :func:`_says_instead`: :func:`_replaces` reads both of every pair a merge
+    compares, each sentence against every other."""
+    m = _CHANGED_THING_RE.search(text)
+    if m is None:
+        return None
+    return (_fold_plural(m.group("thing").lower()),
+            frozenset(_fold_plural(w.lower()) for w in _WORD_RE.findall(m.group("value")))
+            - STOPWORDS)
+
+
+@_per_sentence
+def _says_instead(text: str) -> bool:
+    """Does a sentence's text say "instead" (not "instead of"): kept per text."""
+    return _INSTEAD_RE.search(text) is not None
+
+
 def _replaces(old: _Sentence, new: _Sentence) -> bool:
     """Does ``new`` say that it replaced the event ``old`` tells of: the same words with one
     value swapped in place and "instead" ("Booked flights to Rome." / "Booked flights to Oslo
     instead."), or "changed <the thing> to <a new value>" where the thing is a word of
     ``old`` (or a form of one: "Changed the booking to Oslo.")? Two events of one verb are
     two events, both true (:func:`_versions`), unless something says so."""
-    m = _CHANGED_THING_RE.search(new.text)
-    if m is not None:
-        thing = _fold_plural(m.group("thing").lower())
-        value = {_fold_plural(w.lower()) for w in _WORD_RE.findall(m.group("value"))} - STOPWORDS
+    changed = _changed_thing(new.text)
+    if changed is not None:
+        thing, value = changed
         return (_word_forms(frozenset({thing}), old.stems)
                 and bool(value - old.stems - {_fold_plural(w) for w in old.tokens}))
-    if not _INSTEAD_RE.search(new.text) or _INSTEAD_RE.search(old.text):
+    if not _says_instead(new.text) or _says_instead(old.text):
         return False
     x = _content_sequence(old, clause=True)
     y = [w for w in _content_sequence(new, clause=True) if w != "instead"]
