@@ -58,6 +58,9 @@ BUILTIN_STRATEGIES = frozenset({"reflect_episodes"})
 #: ``progress(description, total)`` → a context giving ``advance(n)``: how a caller (the CLI's
 #: progress bar) watches a long scan. ``None``: nobody watches.
 Progress = Callable[[str, int], AbstractContextManager[Callable[[int], None]]]
+#: ``merge_sources(user, id)`` → the sources the audit lists for the merge (not undone) that
+#: wrote its narrative under ``id``, else ``[]`` (:func:`audit_sources`).
+MergeSources = Callable[[UserRef, str], list[str]]
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,7 @@ def scan_store(
     files: Iterable[Path] | None = None,
     advance: Callable[[int], None] | None = None,
     depth_cap: Callable[[Entry], tuple[str, int]] | None = None,
+    merge_sources: MergeSources | None = None,
 ) -> StoreScan:
     """Parse every daily log once; collect problems (file order) and live/deprecated counts.
 
@@ -149,7 +153,9 @@ def scan_store(
     ``deprecated_entries`` naming unknown ids, and atomic facts whose episode is gone.
     Only ids and references are kept between the two passes, not the files' text. With
     ``depth_cap`` (a derived record → the tier that writes it and its ``max_depth``), a
-    record whose written ``depth`` is deeper is named (:func:`deep_record_problem`).
+    record whose written ``depth`` is deeper is named (:func:`deep_record_problem`). With
+    ``merge_sources`` (the audit), a merge's source archived toward its narrative's id where
+    a person's own Episode stands now is named (:func:`hidden_sources`).
     """
     scan = StoreScan()
     kinds_of: dict[UserRef, dict[str, Kind]] = defaultdict(dict)
@@ -223,8 +229,66 @@ def scan_store(
     for rel, ref, narrative, line, sources in narratives:
         for item in live_beside_sources({narrative: sources}, live_ids[ref]):
             scan.problems.append(Problem(rel, line, item.message()))
+    if merge_sources is not None:
+        scan.problems += hidden_sources(deprecations, kinds_of, merged, merge_sources)
     scan.problems += citations.problems() + rivals.problems()
     return scan
+
+
+def hidden_sources(
+    deprecations: list[tuple[str, UserRef, set[str], list[tuple[str, str, int]]]],
+    kinds_of: dict[UserRef, dict[str, Kind]], merged: dict[UserRef, set[str]],
+    merge_sources: MergeSources,
+) -> list[Problem]:
+    """The Episodes a merge archived toward its narrative's id where an Episode that is no
+    narrative stands now (a person replaced the narrative's log with one of their own under
+    that id): they stay hidden from search behind an entry that is not the merge's, and lint
+    said nothing. ``undo`` of the id restores them and leaves the person's Episode live.
+    Only the sources the audit lists are named: a person's own draft archived toward their
+    Episode is their mark."""
+    found: list[Problem] = []
+    sources: dict[tuple[UserRef, str], set[str]] = {}
+    for rel, ref, _own, marks in deprecations:
+        kinds = kinds_of[ref]
+        for old, new, line in marks:
+            if kinds.get(new) is not Kind.EPISODE or new in merged[ref] \
+                    or kinds.get(old) is not Kind.EPISODE:
+                continue
+            if (ref, new) not in sources:
+                sources[(ref, new)] = set(merge_sources(ref, new))
+            if old in sources[(ref, new)]:
+                found.append(Problem(rel, line, hidden_source_message(ref, old, new)))
+    return found
+
+
+def hidden_source_message(ref: UserRef, old: str, new: str) -> str:
+    """What ``lint`` says of a merge's source archived toward an entry that is not the
+    merge's narrative (:func:`hidden_sources`), and what to do."""
+    where = "".join(f" --{flag} {value}" for flag, value, default in (
+        ("app", ref.app, DEFAULT_APP), ("project", ref.project, DEFAULT_PROJECT))
+        if value != default)
+    return (f"deprecated_entries: {old} is archived toward {new}, where a Reflection merge "
+            f"wrote its narrative, but {new} holds an Episode that is no narrative now "
+            f"(written by hand): {old} stays hidden behind it; `everos-reflect undo {new} "
+            f"--user {ref.user_id}{where}` restores the merge's sources and leaves {new} as "
+            "it is")
+
+
+def audit_sources(conn: sqlite3.Connection) -> MergeSources:
+    """:data:`MergeSources` read from the audit on ``conn``: the sources of the merge that
+    wrote an id, unless that merge was undone."""
+    from everos_reflect.index.audit import merge_row, merge_sources
+
+    def sources(ref: UserRef, merged_id: str) -> list[str]:
+        try:
+            row = merge_row(conn, ref, merged_id)
+            if row is None or row[1] == "undone":
+                return []
+            return merge_sources(conn, ref, merged_id)
+        except sqlite3.Error:  # an audit that cannot be read: journal_problems names it
+            return []
+
+    return sources
 
 
 def deep_record_problem(entry: Entry,
@@ -379,7 +443,7 @@ OUTSIDE_ROOT = "symlink leading outside the memory root: not read (nothing outsi
 def scan_with_outside(store: MarkdownStore, description: str = "Checking daily logs",
                       progress: Progress | None = None,
                       depth_cap: Callable[[Entry], tuple[str, int]] | None = None,
-                      ) -> StoreScan:
+                      merge_sources: MergeSources | None = None) -> StoreScan:
     """:func:`scan_store` over every file, plus a problem per symlink the store refused to
     follow out of the root, per user folder whose name is not a valid id (app, project or
     user) and per folder, FIFO or device named like a log: the store skips those, so without
@@ -393,7 +457,7 @@ def scan_with_outside(store: MarkdownStore, description: str = "Checking daily l
                                   misnamed=misnamed))
     watch = progress(description, len(files)) if progress else nullcontext(None)
     with watch as advance:
-        scan = scan_store(store, files, advance, depth_cap)
+        scan = scan_store(store, files, advance, depth_cap, merge_sources)
     scan.problems[:0] = skipped_problems(outside, invalid) + irregular_problems(
         store.root, irregular) + misnamed_problems(misnamed)
     return scan
@@ -510,6 +574,19 @@ def skipped_problems(outside: list[str], invalid: list[tuple[str, str]]) -> list
         for folder, why in sorted(set(invalid))]
 
 
+def _audit(root: Path) -> sqlite3.Connection | None:
+    """The index's audit, read-only, or None when there is none to read (never built, or
+    unreadable: :func:`journal_problems` names that)."""
+    from everos_reflect.index import db as dbmod
+
+    if not dbmod.db_built(root):
+        return None
+    try:
+        return dbmod.connect(root, readonly=True)
+    except sqlite3.Error:
+        return None
+
+
 def lint_report(root: Path, progress: Progress | None = None) -> dict[str, Any]:
     """Everything ``lint`` finds: config problems, every daily log's problems and interrupted
     merges, as one JSON-ready document (``ok`` is False on any problem, warnings included)."""
@@ -519,8 +596,14 @@ def lint_report(root: Path, progress: Progress | None = None) -> dict[str, Any]:
         limits = load_settings(root).limits
     except ConfigError:
         limits = None  # reported with the other config problems; checked with defaults
-    scan = scan_with_outside(MarkdownStore(root, limits=limits), "Checking daily logs",
-                             progress, depth_caps(root))
+    conn = _audit(root)
+    try:
+        scan = scan_with_outside(MarkdownStore(root, limits=limits), "Checking daily logs",
+                                 progress, depth_caps(root),
+                                 audit_sources(conn) if conn is not None else None)
+    finally:
+        if conn is not None:
+            conn.close()
     problems = config_problems(root) + scan.problems + journal_problems(root)
     return {"root": str(root), "ok": not problems, "files_checked": scan.files,
             "problems": [p.as_dict() for p in problems]}
@@ -528,7 +611,8 @@ def lint_report(root: Path, progress: Progress | None = None) -> dict[str, Any]:
 
 __all__ = ["BUILTIN_STRATEGIES", "OUTSIDE_ROOT", "CitationGraph", "LessonRivals", "Problem",
            "Progress", "StoreScan",
-           "config_problems", "deep_record_problem", "depth_caps", "irregular_problems",
+           "audit_sources", "config_problems", "deep_record_problem", "depth_caps",
+           "hidden_source_message", "hidden_sources", "irregular_problems",
            "journal_problems", "lint_report",
            "misnamed_problems",
            "scan_store",

@@ -196,6 +196,13 @@ def json_got(value: object) -> str:
     :data:`QUOTED_MAX` characters (``a number: 3``, ``an array: [1, 2]``, ``null``). Every
     "must be a string, got …" says it so: Python's type names ("got int", "got NoneType")
     named nothing a person or a client wrote."""
+    return json_type(value) if value is None else f"{json_type(value)}: {json_text(value)}"
+
+
+def json_text(value: object) -> str:
+    """``value`` as JSON writes it (a date in ISO form), cut to :data:`QUOTED_MAX` characters;
+    what is no JSON (bytes of a raw body, a YAML set) as :func:`quoted_value` shows it. A
+    list a person wrote is ``["x"]`` this way, not Python's ``['x']``."""
     import json
 
     if isinstance(value, date):
@@ -207,7 +214,7 @@ def json_got(value: object) -> str:
             return quoted_value(value)
     if len(text) > QUOTED_MAX:
         text = f"{text[:QUOTED_MAX]}… ({len(text):,} characters)"
-    return json_type(value) if value is None else f"{json_type(value)}: {text}"
+    return text
 
 
 def unplain_number(text: str) -> str | None:
@@ -790,6 +797,10 @@ def served_status(meta: Mapping[str, Any]) -> str:
     serves is not left out, or left unchecked, by another: the tiers and provenance read a
     blank status as "", so such a record was served as active and never marked stale."""
     value = meta.get("status")
+    if value is not None and meta_text(value) is None:
+        # a list or mapping by hand is none of the statuses: it was read (and shown by
+        # explain) as its Python text, "['x']"; now as JSON writes it, '["x"]' (lint names it)
+        return json_text(value)
     return (str(value).strip().lower() if value is not None else "") or "active"
 
 

@@ -14,7 +14,7 @@ import difflib
 import unicodedata
 from collections.abc import Iterable
 
-from everos_reflect.model import empty_id, json_type, must_not_be_empty, quoted_value
+from everos_reflect.model import empty_id, json_got, json_type, must_not_be_empty, quoted_value
 
 __all__ = ["counted", "did_you_mean", "json_type", "lookalike", "missing", "one_of",
            "shown_number", "unknown", "unknown_named", "unknown_strategy"]
@@ -61,7 +61,9 @@ def lookalike(name: str) -> str:
     nothing said what differs."""
     for at, char in enumerate(name, start=1):
         if not "!" <= char <= "~":
-            named = unicodedata.name(char, "unnamed character")
+            # Unicode gives control characters no name: U+000A was "(unnamed character)"
+            named = unicodedata.name(char, "a control character" if
+                                     unicodedata.category(char) == "Cc" else "unnamed character")
             ascii_word = ", not ASCII" if not char.isascii() else ""
             return f"its character {at:,} is U+{ord(char):04X} ({named}){ascii_word}"
     return ""
@@ -111,7 +113,10 @@ def one_of(choices: Iterable[str], value: object) -> str:
     listed = ", ".join(choices)
     if value == "":
         return must_not_be_empty(f"one of: {listed}")
-    return f"must be one of: {listed}; got {quoted_value(value)}"
+    # a JSON body's or a config file's list, number or null in JSON's words: a task's
+    # `"outcome": ["success"]` was "got ['success']", Python's repr
+    got = quoted_value(value) if isinstance(value, str) else json_got(value)
+    return f"must be one of: {listed}; got {got}"
 
 
 def unknown_named(what: str, name: object, known: Iterable[str]) -> str:

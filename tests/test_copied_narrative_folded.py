@@ -15,7 +15,15 @@ import pytest
 
 from everos_reflect.index.sync import Indexer
 from everos_reflect.model import Kind, UserRef
-from tests.reflect_fixtures import ANDREW, check_invariants, reports, run_reflection
+from tests.reflect_fixtures import (
+    ANDREW,
+    add_episode,
+    all_entries,
+    check_invariants,
+    replace_log_with_own_episode,
+    reports,
+    run_reflection,
+)
 from tests.test_cluster_history_as_reindex import as_reindexed, cluster_tables, merged_root
 
 pytestmark = pytest.mark.usefixtures("settle_at_once")
@@ -53,5 +61,29 @@ def test_a_copied_narrative_beside_its_revived_sources_is_folded_into_the_next_m
         andrew = check_invariants(rt, ANDREW)
         assert andrew[copied].deprecated_by is None
         assert cluster_tables(rt) == as_reindexed(rt, tmp_path / "rebuilt")
+    finally:
+        rt.close()
+
+
+def test_a_narrative_whose_source_log_was_replaced_by_hand_is_not_folded_into_its_merge(
+        root: Path) -> None:
+    """The live entry under a source's id is not what the narrative merged (a person replaced
+    its log with one of their own): the narrative, its other sources still archived toward
+    it, is left alone when that entry is merged with others."""
+    rt, sources, narrative = merged_root(root)
+    try:
+        replace_log_with_own_episode(rt, sources[1].id)  # "Andrew planted tomatoes ..."
+        for day in (5, 6):
+            add_episode(rt, ANDREW, f"2026-09-0{day}T09:00:00+00:00", "My garden",
+                        f"Andrew planted tomatoes in his garden, row {day}.")
+        Indexer(rt).scan()
+
+        assert run_reflection(rt, run_id="run_2")["merged"] == 1
+
+        entries = all_entries(rt)
+        [merged] = [e for e in entries.values() if e.parent_type == "cluster"
+                    and e.deprecated_by is None and e.id != narrative]
+        assert narrative not in merged.sources and sources[1].id in merged.sources
+        assert entries[narrative].deprecated_by is None
     finally:
         rt.close()

@@ -38,7 +38,8 @@ def _messages(kind: Kind, meta: str) -> list[tuple[str, str]]:
     (Kind.INSIGHT, "status: contested",
      "status 'contested' is not one of active, stale, retired (write one of them)"),
     (Kind.RELATION, "status: [active]",
-     "status ['active'] is not one of active, resolved, stale, retired (write one of them)"),
+     'status ["active"] is a YAML list, not one of active, resolved, stale, retired (write one '
+     "of them)"),
     (Kind.LESSON, "lesson_type: avoid!", "lesson_type 'avoid!' is not do or avoid (read as do)"),
     (Kind.LESSON, "confirmations: -7", "confirmations -7 is not a whole number of 0 or more"),
     (Kind.LESSON, "confirmations: 'three'",

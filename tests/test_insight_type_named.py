@@ -22,8 +22,8 @@ def test_lint_names_an_insight_type_no_reader_takes(rt: Runtime) -> None:
     tail = "is not one of reflection, reconciliation (read as reflection)"
     assert f"entry {ids[repr('Reconciliation')]}: insight_type 'Reconciliation' {tail}" \
         in messages
-    assert f"entry {ids[repr(['reconciliation'])]}: insight_type ['reconciliation'] {tail}" \
-        in messages
+    assert f'entry {ids[repr(["reconciliation"])]}: insight_type ["reconciliation"] is a ' \
+        "YAML list, not one of reflection, reconciliation (read as reflection)" in messages
     assert f"entry {ids['12']}: insight_type 12 {tail}" in messages
     assert not any(m.startswith((f"entry {ids[repr('reflection')]}:",
                                  f"entry {ids[repr('reconciliation')]}:")) for m in messages)

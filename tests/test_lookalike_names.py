@@ -29,6 +29,12 @@ def test_lookalike_names_the_first_character_that_is_not_plain_ascii() -> None:
     assert lookalike("learn_lessons") == ""
 
 
+def test_a_control_character_is_named_as_one() -> None:
+    # Unicode names no control character: a trailing line feed was "(unnamed character)"
+    assert lookalike("reflect_episodes\n") == "its character 17 is U+000A (a control character)"
+    assert lookalike("x\x85") == "its character 2 is U+0085 (a control character), not ASCII"
+
+
 def test_did_you_mean_says_what_differs_only_when_the_name_is_not_plain() -> None:
     assert did_you_mean(CYRILLIC, ["learn_lessons"]) == (
         f" (did you mean 'learn_lessons'? {SAYS})")

@@ -26,7 +26,8 @@ def test_lint_names_a_relation_type_no_tier_reads(rt: Runtime) -> None:
     messages = [p["message"] for p in lint_report(rt.root)["problems"]]
     tail = "is not self_contradiction (no tier reads this relation)"
     assert f"entry {cased}: relation_type 'Self_Contradiction' {tail}" in messages
-    assert f"entry {listed}: relation_type ['self_contradiction'] {tail}" in messages
+    assert f'entry {listed}: relation_type ["self_contradiction"] is a YAML list, not ' \
+        "self_contradiction (no tier reads this relation)" in messages
     assert f"entry {none}: no relation_type: write relation_type: self_contradiction (no " \
         "tier reads a relation without it)" in messages
     assert not any(m.startswith(f"entry {fine}:") for m in messages)

@@ -170,8 +170,12 @@ JSON_TAKES = {
 
 def _in_json(err: Mapping[str, Any]) -> bool:
     """Whether a problem is of a JSON value (a body field, an MCP argument), not of a query,
-    path or header value, which is text whatever it holds (those have their own words)."""
-    return str((err.get("loc") or ("",))[0]) not in {"query", "path", "header", "cookie"}
+    path or header value, which is text whatever it holds (those have their own words). A
+    parameter's location is its place and its name: an MCP argument's is its name alone, and
+    one named ``query`` (search's, the briefing's) was taken for the query string, so MCP
+    said "query: must be a valid string" of ``["dog"]`` where the API said what it got."""
+    loc = err.get("loc") or ()
+    return not (len(loc) > 1 and str(loc[0]) in _PARAMETER_PLACES)
 
 
 #: Where pydantic puts a value that is a parameter of the request, not a key of its body.

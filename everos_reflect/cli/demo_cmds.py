@@ -78,12 +78,13 @@ def undo_cmd(merged_id: str, user_id: str, app_id: str | None, project_id: str |
     try:
         result = undo_merge(rt, ref, merged_id, cascade=cascade)
         held = set() if as_json else _held_clusters(rt, ref)
+        by_hand = {} if as_json else _archived_by_hand(rt, result)
     finally:
         rt.close()
     if as_json:
         emit_json(result.to_dict())
     else:
-        _say_undone(result, held)
+        _say_undone(result, held, by_hand)
     if result.status == "partial":
         sys.exit(UNDO_PARTIAL_EXIT)
 
@@ -97,7 +98,31 @@ def _held_clusters(rt: Runtime, ref: UserRef) -> set[str]:
     return {h.cluster_id for h in held_back(rt.db(), ref, rt.store, rules)}
 
 
-def _say_undone(result: UndoResult, held: set[str]) -> None:
+def _archived_by_hand(rt: Runtime, result: UndoResult) -> dict[str, str]:
+    """The narratives of ``result`` (and its cascade) the undo did not archive though they
+    are still in the logs: they were archived already (by hand, ``deprecated_entries``), and
+    the undo only restored their sources. Each with its archive key, so the report says so;
+    it said "the narrative itself was deleted by hand" of a narrative still there."""
+    from everos_reflect.errors import MarkdownError, UnknownEntry
+
+    found: dict[str, str] = {}
+    for step in [*result.cascaded, result]:
+        if step.archived or step.replaced_by_hand:
+            continue
+        try:
+            entry = rt.store.get(step.ref, step.merged_entry_id)
+        except (UnknownEntry, MarkdownError):
+            continue  # deleted by hand (or its log unreadable): as the report says
+        if entry.deprecated_by is not None:
+            found[step.merged_entry_id] = entry.deprecated_by
+    return found
+
+
+def _say_undone(result: UndoResult, held: set[str],
+                by_hand: dict[str, str] | None = None) -> None:
+    """The undo's report, one block per merge undone (the cascade first). ``by_hand``: the
+    narratives a person had archived themselves (:func:`_archived_by_hand`)."""
+    by_hand = by_hand or {}
     for step in [*result.cascaded, result]:
         click.echo(f"undid {step.mode} merge {step.merged_entry_id}"
                    f" (cluster {step.cluster_id or '?'})")
@@ -106,9 +131,12 @@ def _say_undone(result: UndoResult, held: set[str]) -> None:
         if step.restored_facts:
             click.echo(f"  restored {_count(step.restored_facts, 'atomic fact')}: "
                        f"{', '.join(step.restored_facts)}")
+        kept = by_hand.get(step.merged_entry_id)
         gone = ("" if step.archived else
                 f" ({step.merged_entry_id} holds an entry written by hand now, not the merge's "
                 "narrative: left as it is)" if step.replaced_by_hand
+                else f" ({step.merged_entry_id} was already archived "
+                f"(deprecated_by: {kept}): left as it is)" if kept is not None
                 else " (the narrative itself was deleted by hand)")
         click.echo(f"  archived {step.merged_entry_id if step.archived else 'no narrative'} and "
                    f"{_count(step.archived_facts, 'atomic fact')} (deprecated_by: undone){gone}")

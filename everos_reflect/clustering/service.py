@@ -1614,13 +1614,14 @@ class ClusterService:
         while conn.freed - tried:
             freed, conn.freed = sorted(conn.freed - tried), set()
             tried.update(freed)
-            found: list[sqlite3.Row] = []
+            found: list[dict[str, Any]] = []
             for chunk, marks in id_batches(freed):
                 # the partial index of narratives by parent (migration 0027)
-                found += conn.execute(
+                found += map(dict, conn.execute(
                     "SELECT app_id, project_id, user_id, id, ts, parent_id, text_hash "
                     f"FROM entries WHERE parent_type='cluster' AND parent_id IN ({marks}) "
-                    "AND kind='episode' AND deprecated_by IS NULL", chunk).fetchall()
+                    "AND kind='episode' AND deprecated_by IS NULL", chunk))
+            found += self._naming_own_ids(conn, set(freed))
             # the user whose cluster holds each id now: one of theirs may have taken it in
             # this transaction, synced after the other user's log was dropped, and their
             # narratives passed over while the other held it are attached to it too
@@ -1630,7 +1631,7 @@ class ClusterService:
                                       f"WHERE {_BY_ID}", (cid,)).fetchone()
                 if holder is not None:
                     held[cid] = UserRef(holder[0], holder[1], holder[2])
-            by_user: dict[UserRef, list[sqlite3.Row]] = {}
+            by_user: dict[UserRef, list[dict[str, Any]]] = {}
             for r in sorted(found, key=itemgetter("app_id", "project_id", "user_id", "id")):
                 user = UserRef(r["app_id"], r["project_id"], r["user_id"])
                 if held.get(r["parent_id"], user) == user:
@@ -1659,6 +1660,26 @@ class ClusterService:
         released = tried | conn.freed
         conn.freed.clear()
         return released
+
+    @staticmethod
+    def _naming_own_ids(conn: _Write, ids: set[str]) -> list[dict[str, Any]]:
+        """The live narratives whose ``parent_id`` is not a cluster id and whose own id's
+        cluster (:meth:`_Rebuild.narrative_cluster_id`, the hash of their user and id) is one
+        of ``ids``, each with that id as its ``parent_id``. Such a narrative, passed over
+        while a narrative of a user a rebuild takes first named that id by hand, is attached
+        once it is freed, as a rebuild seeds it then. Read from the partial index of
+        narratives (migration 0027), whole: a hash cannot be looked up backwards, and these
+        are few."""
+        out = []
+        for r in conn.execute(
+                "SELECT app_id, project_id, user_id, id, ts, parent_id, text_hash FROM entries "
+                "INDEXED BY entries_narratives_by_parent WHERE parent_type='cluster' AND "
+                "kind='episode' AND deprecated_by IS NULL AND NOT (parent_id IS NOT NULL AND "
+                f"length(parent_id)=15 AND parent_id GLOB 'cl_{'[0-9a-f]' * 12}')"):
+            cid = cluster_id_for(r["app_id"], r["project_id"], r["user_id"], r["id"])
+            if cid in ids:
+                out.append({**dict(r), "parent_id": cid})
+        return out
 
     def _newer_than(self, conn: _Write, cid: str, a: str, b: str) -> bool:
         """True if member ``a`` sorts after member ``b`` by (ts, id), or ``b`` is not live."""

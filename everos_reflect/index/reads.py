@@ -103,19 +103,21 @@ def live_narrative_sources(conn: sqlite3.Connection) -> list[tuple[UserRef, str,
     return [(_ref(r), r[3], _id_list(r[4])) for r in rows]
 
 
-def live_narratives_naming(conn: sqlite3.Connection, ref: UserRef,
-                           ids: Sequence[str]) -> set[str]:
-    """The live narratives of ``ref`` whose ``sources`` name any of ``ids`` (a narrative
-    whose sources were made live again by hand, or copied with them into another user's
-    folder, stands beside them unattached to their cluster)."""
-    found: set[str] = set()
-    for chunk, marks in id_batches(ids):
-        found.update(r[0] for r in conn.execute(
-            "SELECT DISTINCT e.id FROM entries e, json_each(e.sources) j "
+def live_narratives_beside(conn: sqlite3.Connection, ref: UserRef) -> dict[str, set[str]]:
+    """Each live entry of ``ref`` that a live narrative of ``ref`` names among its
+    ``sources`` → those narratives. Empty unless a hand edit made the sources of a narrative
+    live again beside it (or copied such a narrative, with them, into another user's folder).
+    One pass over the user's live narratives, each named id looked up by the primary key."""
+    found: dict[str, set[str]] = {}
+    for source, narrative in conn.execute(
+            "SELECT j.value, e.id FROM entries e, json_each(e.sources) j "
             "WHERE e.app_id=? AND e.project_id=? AND e.user_id=? AND e.kind='episode' AND "
             "e.parent_type='cluster' AND e.deprecated_by IS NULL AND e.sources != '[]' AND "
-            "json_valid(e.sources) AND j.value IN (" + marks + ")",
-            (ref.app, ref.project, ref.user_id, *chunk)))
+            "json_valid(e.sources) AND EXISTS (SELECT 1 FROM entries s WHERE "
+            "s.app_id=e.app_id AND s.project_id=e.project_id AND s.user_id=e.user_id AND "
+            "s.id=j.value AND s.deprecated_by IS NULL)",
+            (ref.app, ref.project, ref.user_id)):
+        found.setdefault(str(source), set()).add(narrative)
     return found
 
 

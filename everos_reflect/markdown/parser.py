@@ -63,6 +63,7 @@ from everos_reflect.model import (
     format_timestamp,
     id_items,
     json_got,
+    json_text,
     meta_text,
     parse_timestamp,
     quoted_value,
@@ -1329,6 +1330,12 @@ class _Parser:
                 f"of {sorted(allowed)}",
                 "warning",
             )
+        resolved_at = meta.get("resolved_at")
+        if eid.kind is Kind.RELATION and isinstance(resolved_at, list | dict):
+            # served as written by `relations` (`resolved_at: [1]`), and lint said nothing
+            self.report(key_line("resolved_at"), f"entry {eid}: resolved_at is a YAML "
+                        f"{_yaml_type(resolved_at)}, not a time: it is ignored (shown as none)",
+                        "warning")
         for key in (*TEXT_KEYS, *_RECORD_TEXT_KEYS.get(eid.kind, ())):
             value = meta.get(key)
             if value is not None and meta_text(value) is None:
@@ -1340,7 +1347,10 @@ class _Parser:
                 self.report(key_line(key), f"entry {eid}: {key} is read as "
                             f"{json_got(value)}, not as the text written: put it in quotes",
                             "warning")
-        for key in ID_LIST_KEYS if eid.kind.derived else ():
+        # a narrative's ``sources`` too: ``sources: {a: b}`` was read as no sources, so the
+        # narrative's sources went uncounted and uncited by explain, and lint said nothing
+        narrative = eid.kind is Kind.EPISODE and parent_type == "cluster"
+        for key in ID_LIST_KEYS if eid.kind.derived else ("sources",) if narrative else ():
             value = meta.get(key)
             items, ok = id_items(value)
             if not ok:
@@ -1353,6 +1363,12 @@ class _Parser:
                 self.report(key_line(key), f"entry {eid}: {key} holds {quoted_value(odd)}, "
                             "which is no entry id (e.g. ep_20261012_0001): it cites nothing",
                             "warning")
+        record = meta.get("provenance")
+        if narrative and record is not None and (problem := _provenance_problem(record)):
+            # read as no record (provenance.provenance): every sentence credited to all the
+            # sources in explain and `provenance`, and lint said nothing
+            self.report(key_line("provenance"), f"entry {eid}: provenance {problem} (read as "
+                        "no record: every sentence is credited to all sources)", "warning")
         hashes = meta.get("evidence_hash")
         if eid.kind.derived and hashes is not None and not isinstance(hashes, dict):
             # read as no hash at all (provenance.evidence_hashes): an edit of a cited record
@@ -1448,7 +1464,7 @@ def _choice_problems(kind: Kind, meta: dict[str, Any],
     # as every reader takes it (served_status): in any case (`status: ACTIVE` is served as
     # active), and a blank one as active, as when absent (it was "status '' is not one of")
     if kind in STATUSES and served_status(meta) not in STATUSES[kind]:
-        found.append(("status", f"status {quoted_value(status)} is not one of "
+        found.append(("status", f"status {_is(status)} not one of "
                       f"{', '.join(STATUSES[kind])} (write one of them)"))
     key = meta.get("key")
     if kind is Kind.CONVICTION and key is not None and meta_text(key) is None:
@@ -1476,7 +1492,7 @@ def _choice_problems(kind: Kind, meta: dict[str, Any],
         kept = meta.get("lesson_type")
         if kept is not None and str(kept).strip().lower() not in LESSON_TYPES:
             found.append(("lesson_type",
-                          f"lesson_type {quoted_value(kept)} is not do or avoid (read as do)"))
+                          f"lesson_type {_is(kept)} not do or avoid (read as do)"))
         rivals, rivals_ok = id_items(meta.get("contested_with"))
         if rivals_ok and entry_id in rivals:
             alone = served_status(meta) == "contested" and no_rival(entry_id, meta)
@@ -1490,25 +1506,25 @@ def _choice_problems(kind: Kind, meta: dict[str, Any],
         count = meta.get("confirmations")
         if count is not None and (isinstance(count, bool) or not isinstance(count, int)
                                   or count < 0):
-            found.append(("confirmations", f"confirmations {quoted_value(count)} is not a whole "
-                          "number of 0 or more"))
+            found.append(("confirmations", f"confirmations {_is(count)} not a whole number "
+                          "of 0 or more"))
     if kind is Kind.TASK:
         outcome = meta.get("outcome")
         if outcome is not None and str(outcome).strip().lower() not in OUTCOMES:
-            found.append(("outcome", f"outcome {quoted_value(outcome)} is not one of "
+            found.append(("outcome", f"outcome {_is(outcome)} not one of "
                           f"{', '.join(OUTCOMES)} (read as unknown: neither a success nor a "
                           "failure to learn from)"))
     written = meta.get("insight_type")
     if kind is Kind.INSIGHT and written is not None and written not in INSIGHT_TYPES:
         # every reader asks `== "reconciliation"`: `Reconciliation`, `[reconciliation]` or
         # a typo made a reconciliation an ordinary insight (its depth cap, its label)
-        found.append(("insight_type", f"insight_type {quoted_value(written)} is not one of "
+        found.append(("insight_type", f"insight_type {_is(written)} not one of "
                       f"{', '.join(INSIGHT_TYPES)} (read as reflection)"))
     written = meta.get("relation_type")
     if kind is Kind.RELATION and written != SELF_CONTRADICTION:
         # the tiers ask `== "self_contradiction"`: a relation of any other type, or none,
         # is in no census, never resolved by a reconciliation, and nothing said why
-        found.append(("relation_type", f"relation_type {quoted_value(written)} is not "
+        found.append(("relation_type", f"relation_type {_is(written)} not "
                       f"{SELF_CONTRADICTION} (no tier reads this relation)" if written
                       is not None else f"no relation_type: write relation_type: "
                       f"{SELF_CONTRADICTION} (no tier reads a relation without it)"))
@@ -1517,6 +1533,36 @@ def _choice_problems(kind: Kind, meta: dict[str, Any],
         if problem is not None:
             found.append(("task_type", problem))
     return found
+
+
+def _provenance_problem(record: object) -> str | None:
+    """What is wrong with the shape of a narrative's ``provenance`` as written (a mapping of
+    ``content``, its Content's hash, and ``sentences``, one line of source ids per sentence),
+    else None. A hash that no longer matches is a hand edit of the Content, no problem."""
+    if not isinstance(record, dict):
+        shape = "string" if isinstance(record, str) else _yaml_type(record)
+        return (f"is a YAML {shape}, not the record a merge writes (content: hash, "
+                "sentences: [ids, ...])")
+    content, rows = record.get("content"), record.get("sentences")
+    if content is None or meta_text(content) is None:
+        return ("has no content hash" if content is None
+                else f"content is a YAML {_yaml_type(content)}, not a hash")
+    if not isinstance(rows, list) or not all(isinstance(r, str) and r.split() for r in rows):
+        return ("sentences is not a list of lines of source ids, one per sentence"
+                if rows is not None else "has no sentences")
+    odd = next((i for r in rows for i in r.split() if not is_entry_id(i)), None)
+    if odd is not None:
+        return f"sentences hold {quoted_value(odd)}, which is no entry id"
+    return None
+
+
+def _is(value: object) -> str:
+    """``'x' is`` of a value a person wrote, for a message going on "not one of …"; a list
+    or mapping as ``["x"] is a YAML list,``: as JSON writes it, with YAML's word for it, where
+    Python's ``['x']`` named nothing a person wrote."""
+    if isinstance(value, list | dict):
+        return f"{json_text(value)} is a YAML {_yaml_type(value)},"
+    return f"{quoted_value(value)} is"
 
 
 #: An insight's ``insight_type`` as SPEC §10 writes it; anything else is read as reflection.
@@ -1582,10 +1628,10 @@ TEXT_KEYS = ("session_id", "parent_id", "task_type")
 #: YAML reads them as no text: ``question: [a, b]`` was answered by ``insights`` as a list,
 #: ``stale_reason: 42`` as a number, and lint said nothing.
 _RECORD_TEXT_KEYS: dict[Kind, tuple[str, ...]] = {
-    Kind.INSIGHT: ("question", "stale_reason"),
-    Kind.CONVICTION: ("stale_reason",),
+    Kind.INSIGHT: ("question", "stale_reason", "provider"),
+    Kind.CONVICTION: ("stale_reason", "supersedes"),
     Kind.RELATION: ("stale_reason", "resolution"),
-    Kind.LESSON: ("stale_reason",),
+    Kind.LESSON: ("stale_reason", "supersedes"),
 }
 
 #: The id lists of a derived record (SPEC §10). A hand edit that makes one a mapping

@@ -56,7 +56,8 @@ def conviction_dict(entry: Entry) -> dict[str, Any]:
         "text": entry.content, "timestamp": _stamp(entry),
         **_listed_evidence(entry),
         "depth": beliefs.depth_of(entry), "status": beliefs.status_of(entry),
-        "supersedes": beliefs.plain(entry.meta.get("supersedes")),
+        # one id, as the tiers read it: a list or mapping by hand is none (lint names it)
+        "supersedes": meta_text(entry.meta.get("supersedes")),
         "deprecated_by": entry.deprecated_by,
         "live": beliefs.is_live(entry),
     }
@@ -65,7 +66,7 @@ def conviction_dict(entry: Entry) -> dict[str, Any]:
 def relation_dict(entry: Entry) -> dict[str, Any]:
     return {
         "id": entry.id, "kind": Kind.RELATION.value,
-        "relation_type": beliefs.plain(entry.meta.get("relation_type")),
+        "relation_type": meta_text(entry.meta.get("relation_type")),
         "between": beliefs.id_list(entry.meta.get("between")), "text": entry.content,
         "status": beliefs.status_of(entry), "timestamp": _stamp(entry),
         "depth": beliefs.depth_of(entry),
@@ -73,7 +74,8 @@ def relation_dict(entry: Entry) -> dict[str, Any]:
         # one piece of text: a list or mapping by hand is none (lint names it)
         "resolution": meta_text(entry.meta.get("resolution")),
         "resolved_at": (format_timestamp(ts) if isinstance(ts := entry.meta.get("resolved_at"),
-                                                            datetime) else beliefs.plain(ts)),
+                                                            datetime)
+                        else beliefs.plain(ts) if meta_text(ts) is not None else None),
     }
 
 

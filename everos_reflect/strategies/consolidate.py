@@ -13,7 +13,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -172,11 +172,15 @@ def select(
     info: ClusterInfo,
     *,
     max_sources: int,
+    beside: Mapping[str, Collection[str]] | None = None,
 ) -> Selection | None:
     """What to merge for one eligible cluster, or None when Markdown leaves nothing to do.
 
     Membership comes from the index; the text and the liveness of every member come from
     Markdown (the truth), so an entry deprecated or deleted by hand is never merged.
+    ``beside``: the user's live narratives by the live entries they name
+    (:func:`reads.live_narratives_beside`; read here when not given), a run reads it once
+    per user.
     """
     ref = info.ref
     live: list[Entry] = []
@@ -197,7 +201,9 @@ def select(
         return None
     cap = max(1, max_sources)
     sources, deferred = others[:cap], max(0, len(others) - cap)
-    strays = _stray_narratives(store, clusters, ref, sources, existing)
+    if beside is None:
+        beside = reads.live_narratives_beside(clusters.runtime.db(), ref)
+    strays = _stray_narratives(store, ref, sources, existing, beside)
     if strays:  # folded in as the cluster's own narrative would be: one narrative stays
         if existing is None:
             existing, mode = strays.pop(), "update"
@@ -207,22 +213,29 @@ def select(
                      members=tuple((e.id, sent_hash(e)) for e in live))
 
 
-def _stray_narratives(store: MarkdownStore, clusters: ClusterService, ref: UserRef,
-                      sources: Sequence[Entry], existing: Entry | None) -> list[Entry]:
+def _stray_narratives(store: MarkdownStore, ref: UserRef, sources: Sequence[Entry],
+                      existing: Entry | None,
+                      beside: Mapping[str, Collection[str]]) -> list[Entry]:
     """The live narratives of ``ref`` (by the Markdown) other than ``existing`` that name one
-    of ``sources``, oldest first. Only a hand edit makes one: a narrative's sources live
-    again beside it, its log copied with theirs into another user's folder, where it names a
-    cluster that user does not hold. Merged without them, the sources got a second live
-    narrative beside the first; folded in, the merge replaces it as an ``update`` replaces
-    its cluster's narrative."""
-    named = reads.live_narratives_naming(clusters.runtime.db(), ref, [e.id for e in sources])
-    named.discard(existing.id if existing is not None else "")
+    of ``sources`` and have none of theirs archived toward them, oldest first. Only a hand
+    edit makes one: a narrative's sources live again beside it, its log copied with theirs
+    into another user's folder, where it names a cluster that user does not hold. Merged
+    without them, the sources got a second live narrative beside the first; folded in, the
+    merge replaces it as an ``update`` replaces its cluster's narrative. A narrative with
+    sources still archived toward it is left alone: the live entry under one of its sources'
+    ids may be another (a person replaced that log with one of their own)."""
+    named = {n for e in sources for n in beside.get(e.id, ())}
+    named -= {e.id for e in sources} | ({existing.id} if existing is not None else set())
     if not named:
         return []
     found = store.get_many(ref, sorted(named))
     strays = [e for e in found.values()
               if e.deprecated_by is None and e.parent_type == "cluster"
               and any(s.id in e.sources for s in sources)]
+    if strays:  # wholly beside its sources: none of them archived toward it
+        held = store.get_many(ref, sorted({i for e in strays for i in e.sources}))
+        strays = [e for e in strays
+                  if not any(held[i].deprecated_by == e.id for i in e.sources if i in held)]
     return sorted(strays, key=lambda e: (_when(e), e.id))
 
 

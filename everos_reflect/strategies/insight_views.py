@@ -18,8 +18,9 @@ from everos_reflect.model import (
 )
 from everos_reflect.procedural.lessons import lesson_status, rivals_decide, served_statuses
 from everos_reflect.provenance import provenance
-from everos_reflect.strategies.beliefs import instant, plain
+from everos_reflect.strategies.beliefs import depth_of, instant
 from everos_reflect.strategies.provenance import evidence_of, status_of
+from everos_reflect.typed_numbers import whole_value_problem
 
 if TYPE_CHECKING:
     from everos_reflect.model import Entry
@@ -60,12 +61,15 @@ def insight_dict(entry: Entry) -> dict[str, Any]:
         "question": meta_text(meta.get("question")),
         "evidence": evidence[:MAX_LISTED_EVIDENCE],
         "evidence_count": len(evidence),
-        "depth": plain(meta.get("depth")),
-        "importance": plain(meta.get("importance")),
+        # as the tiers read them, each a value of its type (lint names a hand edit that is
+        # none): `depth: deep`, `importance: [3]` or `provider: {a: 1}` were served as written
+        "depth": depth_of(entry) if meta.get("depth") is not None else None,
+        "importance": (importance if whole_value_problem(importance := meta.get("importance"),
+                                                         1, 10) is None else None),
         "status": status_of(entry),
         "stale_reason": meta_text(meta.get("stale_reason")),
-        "insight_type": plain(meta.get("insight_type")),
-        "provider": plain(meta.get("provider")),
+        "insight_type": meta_text(meta.get("insight_type")),
+        "provider": meta_text(meta.get("provider")),
         "deprecated_by": entry.deprecated_by,
     }
 

@@ -336,13 +336,16 @@ class ReflectionRun:
         waiting = {p.cluster_id for p, _ in journal.pending(self.rt.db())}
         undone = set() if self.remerge_undone else holdback.undone_sources(self.rt.db(), ref)
         aside = cursors.consumed(self.rt.db(), NAME, ref)  # refused for good, unchanged
+        beside: dict[str, set[str]] | None = None  # read once, for its first eligible cluster
         chosen = 0
         # every eligible cluster is looked at, so held-back ones never starve the others
         for info in clusters.eligible_for_reflection(ref, 1 << 30):
             if chosen >= self.max_clusters:
                 break
             at[:] = [info]
-            picked = self._pick(clusters, info, waiting, undone, aside)
+            if beside is None:  # live narratives beside live entries they name (a hand edit)
+                beside = reads.live_narratives_beside(self.rt.db(), ref)
+            picked = self._pick(clusters, info, waiting, undone, aside, beside)
             at.clear()
             if picked is not None:
                 chosen += 1
@@ -350,17 +353,20 @@ class ReflectionRun:
                 yield picked
 
     def _pick(self, clusters: ClusterService, info: ClusterInfo, waiting: set[str],
-              undone: set[str], aside: set[tuple[str, str]]) -> Selection | None:
+              undone: set[str], aside: set[tuple[str, str]],
+              beside: Mapping[str, set[str]]) -> Selection | None:
         """What to merge of one eligible cluster, or None: a merge of it awaits recovery
         (``waiting``), it holds the sources of an undone merge (``undone``), Markdown leaves
-        nothing to do, or the server refused exactly this for good (``aside``)."""
+        nothing to do, or the server refused exactly this for good (``aside``). ``beside``:
+        the user's live narratives by the live entries they name (:func:`select`)."""
         if info.cluster_id in waiting:  # a merge of it still awaits recovery
             return None
         if undone and holdback.is_held(holdback.candidates(
                 self.rt.db(), info.cluster_id, info.consolidated_entry_id), undone):
             self.counts["held_back"] += 1  # undone; waits for a new member
             return None
-        picked = select(self.rt.store, clusters, info, max_sources=self.max_sources)
+        picked = select(self.rt.store, clusters, info, max_sources=self.max_sources,
+                        beside=beside)
         if picked is not None and undone and not picked.deferred \
                 and holdback.is_held(picked.source_ids, undone):
             # the member that released the hold is not among what Markdown gives to merge (its
