@@ -34,7 +34,9 @@ def _line_of(path: Path, text: str) -> int:
                 if line.startswith(text))
 
 
-def test_a_narratives_sources_written_as_a_mapping_is_named(root: Path) -> None:
+def _merged_narrative(root: Path) -> tuple[str, Path]:
+    """Andrew's pets merged by the offline provider: the narrative's id and its log, the
+    runtime closed (the test then edits the log by hand)."""
     rt = make_runtime(root, ExtractiveLLM())
     seed_pets(rt)
     run_reflection(rt)
@@ -42,6 +44,11 @@ def test_a_narratives_sources_written_as_a_mapping_is_named(root: Path) -> None:
     narrative = row["merged_entry_id"]
     path = rt.store.path_for_id(ANDREW, narrative)
     rt.close()
+    return narrative, path
+
+
+def test_a_narratives_sources_written_as_a_mapping_is_named(root: Path) -> None:
+    narrative, path = _merged_narrative(root)
     path.write_text(re.sub(r"sources: \[.*\]", "sources: {a: b}", path.read_text("utf-8")),
                     "utf-8")
 
@@ -175,13 +182,7 @@ def test_lesson_and_task_choices_written_as_lists_are_shown_as_yaml_writes_them(
 def test_a_narratives_provenance_record_of_the_wrong_shape_is_named(
         root: Path, written: str, problem: str) -> None:
     # read as no record (every sentence credited to all sources), and lint said nothing
-    rt = make_runtime(root, ExtractiveLLM())
-    seed_pets(rt)
-    run_reflection(rt)
-    [row] = reports(rt)
-    narrative = row["merged_entry_id"]
-    path = rt.store.path_for_id(ANDREW, narrative)
-    rt.close()
+    narrative, path = _merged_narrative(root)
     path.write_text(re.sub(r"provenance: .*", f"provenance: {written}",
                            path.read_text("utf-8")), "utf-8")
 
@@ -192,12 +193,7 @@ def test_a_narratives_provenance_record_of_the_wrong_shape_is_named(
 
 
 def test_a_narratives_provenance_of_an_edited_content_is_no_problem(root: Path) -> None:
-    rt = make_runtime(root, ExtractiveLLM())
-    seed_pets(rt)
-    run_reflection(rt)
-    [row] = reports(rt)
-    path = rt.store.path_for_id(ANDREW, row["merged_entry_id"])
-    rt.close()
+    _, path = _merged_narrative(root)
     path.write_text(path.read_text("utf-8").replace("Andrew now has two dogs",
                                                     "Andrew has two dogs now"), "utf-8")
     assert _problems(root) == []  # a hand edit of the Content is first-class
