@@ -633,6 +633,16 @@ MIGRATIONS: list[tuple[str, str]] = [
             ON derivation_report(app_id, project_id, owner_id);
         """,
     ),
+    (
+        "0029_change_cursor_by_user",
+        """
+        -- One user's change cursor, by entry id: asked when a user's folder is gone
+        -- (renamed or moved by hand), so what it consumed follows the user whose logs now
+        -- hold those entries (cursors.follow_moved).
+        CREATE INDEX IF NOT EXISTS change_cursor_by_user
+            ON change_cursor(app_id, project_id, user_id, entry_id);
+        """,
+    ),
 ]
 
 #: ``index_meta`` key of the parser version the index's rows were read with.

@@ -39,7 +39,7 @@ from everos_reflect.fileio import (
     os_reason,
     read_at_most,
 )
-from everos_reflect.index import audit, events, handoff, rebuild
+from everos_reflect.index import audit, cursors, events, handoff, rebuild
 from everos_reflect.index.db import PARSER_VERSION_KEY, transaction, utcnow_iso
 from everos_reflect.markdown import settling
 from everos_reflect.markdown.marks import foreign_marks
@@ -697,6 +697,8 @@ class Indexer:
                 self.notify_clusters, self._quiet = notify, False
                 self.flush_entries = flush
                 self._fresh = False
+            with transaction(conn):  # the cursors kept through it, of a folder renamed
+                cursors.follow_moved(conn, (), cursors.owners(conn), self.rt.store.user_gone)
             if notify:
                 written: set[Path] = set()
                 for name, rebuilder in events.rebuilders().items():
@@ -1707,6 +1709,9 @@ class Indexer:
                 self.rt.store.user_gone)
             audit.follow_moved_derivations(
                 conn, [(job.ref, e) for job in jobs for e in job.plan.upserts],
+                [job.ref for job in jobs if job.plan.deletes], self.rt.store.user_gone)
+            cursors.follow_moved(  # and what each tier consumed
+                conn, [(e.id, e.text_hash) for job in jobs for e in job.plan.upserts],
                 [job.ref for job in jobs if job.plan.deletes], self.rt.store.user_gone)
         return notes
 
