@@ -605,9 +605,15 @@ class MarkdownStore:
                     return entry
             if log.unread or entry_id in log.unreadable:
                 fatal = next((d for d in log.diagnostics if d.severity == "fatal"), None)
-                why = fatal.message if fatal else "its entry block cannot be read (see lint)"
+                # else the problem of its own block, on that block's line as lint names it
+                # (it was said to be on line 0)
+                found = fatal or next((d for d in log.diagnostics if d.message.startswith(
+                    (f"entry {entry_id}:", f"entry {entry_id} "))), None)
+                why = (fatal.message if fatal else
+                       f"its entry block cannot be read: {found.message}" if found else
+                       "its entry block cannot be read (see lint)")
                 # the line the problem is on (a byte that is not UTF-8): "column 1" of no line
-                line = fatal.line if fatal else 0
+                line = found.line if found else 0
                 raise MarkdownError(log.path, line, f"cannot look up {entry_id}: {why}")
         raise UnknownEntry(f"no entry {entry_id} for user {ref}")
 
