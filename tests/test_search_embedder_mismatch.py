@@ -25,6 +25,14 @@ WHY = ("the vector index holds 32-dimensional vectors made by hash:32, but this 
        "restart with the settings it was built with, or run `everos-reflect reindex` with these")
 
 
+def assert_mcp_search_refused(rt: Runtime, query: dict[str, str]) -> None:
+    """MCP's search answers the API's 503 ``embedder_mismatch``, in the same words."""
+    with pytest.raises(MCPError) as raised:
+        call(rt, next(t for t in tools() if t.name == "search"), query)
+    assert (str(raised.value), raised.value.error.data) == (
+        WHY, {"code": "embedder_mismatch", "status": 503})
+
+
 def _reindex_with(root: Path, dim: int) -> None:
     other = Runtime(root, embedder=HashEmbedder(dim))
     try:
@@ -52,10 +60,7 @@ def test_a_reindex_with_another_embedder_under_serve_is_a_503_naming_both(root: 
         keyword = api("POST", "/api/v1/memory/search", json={**query, "mode": "keyword"})
         assert [h["subject"] for h in keyword.json()["data"]["episodes"]] == ["Dogs"]
 
-        with pytest.raises(MCPError) as raised:
-            call(rt, next(t for t in tools() if t.name == "search"), query)
-        assert (str(raised.value), raised.value.error.data) == (
-            WHY, {"code": "embedder_mismatch", "status": 503})
+        assert_mcp_search_refused(rt, query)
     finally:
         rt.close()
 
@@ -90,10 +95,7 @@ def test_a_fresh_serve_on_an_index_of_another_embedder_is_the_same_503(root: Pat
         rt.close()
     rt = Runtime(root, embedder=HashEmbedder(64))
     try:
-        with pytest.raises(MCPError) as raised:
-            call(rt, next(t for t in tools() if t.name == "search"), query)
-        assert (str(raised.value), raised.value.error.data) == (
-            WHY, {"code": "embedder_mismatch", "status": 503})
+        assert_mcp_search_refused(rt, query)
     finally:
         rt.close()
 
