@@ -51,7 +51,7 @@ from everos_reflect.index.audit import (
 )
 from everos_reflect.index.db import db_built, transaction
 from everos_reflect.index.sync import Indexer
-from everos_reflect.markdown.parser import UNDONE
+from everos_reflect.markdown.parser import UNDONE, is_entry_id
 from everos_reflect.model import Entry, EntryId, Kind, UserRef, log_name_match, not_an_episode_id
 from everos_reflect.strategies import journal
 
@@ -293,6 +293,7 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
     cascaded: list[UndoResult] = []
     later = narrative.deprecated_by
     if later is not None:
+        _refuse_archived_by_hand(runtime, ref, merged_id, later)
         if not cascade:
             raise UndoRefused(
                 f"a later merge built on {merged_id}: it was folded into {later}; undo {later} "
@@ -323,6 +324,38 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
         merge_journal.delete(runtime.db(), row_id)
     result.cascaded = cascaded
     return result
+
+
+def _refuse_archived_by_hand(runtime: Runtime, ref: UserRef, merged_id: str,
+                             later: str) -> None:
+    """Raise :class:`UndoRefused` when ``later``, what the narrative is archived toward, is no
+    merge that folded it in: a person archived it by hand (``deprecated_entries: {narrative:
+    archived}``, or toward an Episode of theirs). The refusal named ``later`` as "a later
+    merge built on" it, to undo first: a merge that does not exist, and cascading to it
+    failed. A merge it was folded into is one whose narrative, in the logs, names it among
+    its ``sources``, or, that narrative deleted by hand, one the user's audit holds."""
+    try:
+        entry: Entry | None = runtime.store.get(ref, later)
+    except (UnknownEntry, InvalidId):
+        entry = None
+    except MarkdownError:  # there, but unreadable now: the cascade's undo says why
+        return
+    if entry is not None and entry.parent_type == "cluster" and merged_id in entry.sources:
+        return
+    if entry is None and _indexed(runtime) and merge_row(runtime.db(), ref, later) is not None:
+        return
+    if entry is None:
+        what = (f"{later!r}, which is no entry id" if not is_entry_id(later)
+                else f"{later}, which no entry of user {ref} holds")
+    elif entry.parent_type == "cluster":
+        what = f"{later}, a merged narrative whose sources do not name {merged_id}"
+    else:
+        what = f"{later}, an entry that is no merge (parent_type: {entry.parent_type or 'none'})"
+    log_path = runtime.store.rel(runtime.store.path_for_id(ref, merged_id))
+    raise UndoRefused(
+        f"{merged_id} was archived by hand, not by a later merge: deprecated_entries in "
+        f"{log_path} map it to {what}; to undo its merge, remove the key {merged_id} from "
+        f"that frontmatter (it is live again), then undo {merged_id}")
 
 
 def _undo_deleted(runtime: Runtime, ref: UserRef, merged_id: str) -> UndoResult:
