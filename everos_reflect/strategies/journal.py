@@ -357,7 +357,10 @@ def settle_copies(runtime: Runtime, indexer: Indexer, plan: Plan, *,
             continue
         copy = replace(plan, app=ref.app, project=ref.project, user_id=ref.user_id,
                        merged_id=None, extra={})
-        try:
+        path = runtime.store.log_path(ref, Kind.EPISODE, plan.day_date)
+        try:  # most users hold no log of that day, or none naming the row: not parsed
+            if not path.is_file() or not runtime.store.mentions(path, plan.id.encode()):
+                continue
             narrative = find_narrative(runtime, copy)
             if narrative is None or narrative.deprecated_by is not None:
                 continue
