@@ -349,9 +349,9 @@ def settle_copies(runtime: Runtime, indexer: Indexer, plan: Plan, *,
     its unchanged sources archived toward it), or, nothing archived toward it yet and a
     source changed there (or ``withdraw``: the merge is being abandoned), withdrawn.
     Markdown and the index only: the clusters and the audit rows stay the first user's (the
-    narrative names the first user's cluster). Called
-    before the merge itself is settled, which deletes the row: a kill in between leaves the
-    row, and the next start settles the copies again (each step checks what is done)."""
+    narrative names the first user's cluster). Called before the merge itself is settled,
+    which deletes the row: a kill in between leaves the row, and the next start settles the
+    copies again (each step checks what is done)."""
     for ref in runtime.store.iter_users():
         if ref == plan.ref:
             continue
