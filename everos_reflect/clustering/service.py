@@ -1328,8 +1328,15 @@ class ClusterService:
         return _PlannedUser(plan, skipped, at, frozenset(named_ids), foreign)
 
     def _write_user(self, conn: _Write, ref: UserRef, planned: _PlannedUser) -> None:
-        """Replace ``ref``'s cluster rows, members and in-memory state by ``planned``'s."""
+        """Replace ``ref``'s cluster rows, members and in-memory state by ``planned``'s. An
+        id one of the old clusters held and none of the new ones does is freed
+        (:attr:`_Write.freed`): a narrative of another user naming it is attached, and a
+        cluster of another user denied it in this transaction takes it, as a rebuild gives
+        it. Dropped unnoted, the denied cluster kept the id after it."""
         plan, at = planned.plan, planned.at
+        conn.freed.update(r[0] for r in conn.execute(
+            "SELECT cluster_id FROM clusters WHERE app_id=? AND project_id=? AND user_id=?",
+            (ref.app, ref.project, ref.user_id)) if r[0] not in plan.clusters)
         conn.execute("DELETE FROM clusters WHERE app_id=? AND project_id=? AND user_id=?",
                      (ref.app, ref.project, ref.user_id))
         conn.execute("DELETE FROM cluster_members WHERE app_id=? AND project_id=? AND "
