@@ -69,7 +69,7 @@ from everos_reflect.clustering.online import (
     window_start,
 )
 from everos_reflect.errors import EverosError
-from everos_reflect.index import rebuild
+from everos_reflect.index import events, rebuild
 from everos_reflect.index.db import (
     CLUSTER_KEY_OF_ID,
     cluster_key_of_id,
@@ -758,11 +758,14 @@ class ClusterService:
             yield self._session
             return
         place: set[UserRef] = set()
+        held = self._placing_held()
         with self._cache.lock:
             session: _Write | None = None
             try:
                 with transaction(self._db) as conn:
                     session = self._session = _Write(conn, self._cache)
+                    if held:  # placed at the pass end already: not asked again
+                        session.place.update(held)
                     yield session
                     while True:
                         released = self._attach_freed(session)
@@ -787,8 +790,21 @@ class ClusterService:
                 raise
             finally:
                 self._session = None
-        if place:  # planned outside the write lock, as a Reflection run's placing
+        if held is not None:
+            held.update(place)
+        elif place:  # planned outside the write lock, as a Reflection run's placing
             self.place_after_merges(place)
+
+    def _placing_held(self) -> set[UserRef] | None:
+        """The users whose placing (:meth:`place_after_merges`) the indexer's pass on this
+        thread holds to its end (:func:`events.one_pass`), None outside one. A copied root's
+        first scan founds the clusters its narratives name flush after flush: each user one
+        draws an Episode to was placed again, O(history), once per flush of 256 entries where
+        once after the last gives the same clusters (``bench/copied_root_scan_cost.py``)."""
+        runtime = self.runtime
+        return events.held_to_pass_end(
+            runtime, "clustering", set,
+            lambda refs: ClusterService(runtime).place_after_merges(refs) if refs else None)
 
     # ------------------------------------------------------------------ online path
 
