@@ -13,7 +13,9 @@ import pytest
 from everos_reflect.model import Entry
 from everos_reflect.runtime import Runtime
 from tests.api_client import ApiClient
-from tests.test_undo import REF, invoke, merge, pets, rt, two_merges  # noqa: F401
+from tests.test_undo import REF, invoke, merge, pets, rt, two_merges
+
+__all__ = ["rt"]
 
 pytestmark = pytest.mark.usefixtures("settle_at_once")
 
