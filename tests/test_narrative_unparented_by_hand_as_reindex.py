@@ -67,3 +67,26 @@ def test_a_merge_s_narrative_made_plain_leaves_no_history_as_a_reindex(
 
         assert history(rt) == set()
         assert cluster_tables(rt) == as_reindexed(rt, tmp_path / "plain")
+
+
+@pytest.mark.parametrize("which", ["the older", "the newer"])
+def test_one_of_two_narratives_made_plain_is_placed_as_a_reindex(
+        root: Path, tmp_path: Path, which: str) -> None:
+    """Two narratives name one cluster: the newer consolidates it, the older is a member with
+    no similarity. The older made plain stayed so, where a rebuild places it by the rule (it
+    joins with a similarity); the newer made plain hands the cluster to the older."""
+    rt = make_runtime(root, ExtractiveLLM())
+    try:
+        mine = [add_episode(rt, BOB, f"2026-08-0{d}T10:00:00+00:00", "Bob's dogs",
+                            f"Bob adopted a dog named Toby, walk {d}.", parent_type="cluster",
+                            parent_id="cl_0123456789ab") for d in (1, 2)]
+        add_episode(rt, BOB, "2026-08-05T10:00:00+00:00", "Bob's dogs",
+                    "Bob adopted a dog named Toby, walk 5.")
+        Indexer(rt).scan()
+        assert cluster_tables(rt) == as_reindexed(rt, tmp_path / "two")
+
+        Indexer(rt).sync_path(unparent(rt, BOB, mine[which == "the newer"].id))
+
+        assert cluster_tables(rt) == as_reindexed(rt, tmp_path / "plain")
+    finally:
+        rt.close()

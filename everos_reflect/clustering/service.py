@@ -884,11 +884,11 @@ class ClusterService:
                                                            consolidated_time(e.id, e.meta))
                 elif row is not None and row["deprecated_by"] is not None:
                     outcome[e.id] = self._revive(conn, ref, e.id, vec, ts, text_hash)
-                elif row is not None and self._consolidates(conn, row["cluster_id"], e.id):
+                elif row is not None and self._was_narrative(conn, row):
                     # a narrative made a plain Episode by hand (its parent_type taken out):
-                    # it leaves the cluster it consolidated, as if deleted, and is placed by
-                    # the rule, as a rebuild places it; read as unchanged (its text and time
-                    # are), it kept consolidating the cluster
+                    # it leaves its cluster, as if deleted, and is placed by the rule, as a
+                    # rebuild places it; read as unchanged (its text and time are), it kept
+                    # consolidating the cluster, or stayed in it with no similarity
                     cid = self._leave(conn, ref, e.id)
                     if cid is not None:
                         self._recompute(conn, ref, cid)
@@ -936,12 +936,17 @@ class ClusterService:
                 self.on_entries_indexed(ref, entries, vectors)
 
     @staticmethod
-    def _consolidates(conn: _Write, cluster_id: str, entry_id: str) -> bool:
-        """Does ``entry_id`` consolidate ``cluster_id``? Asked of a changed Episode already
-        placed (an edit: rare beside the new ones), one look-up by the cluster's key."""
-        return conn.execute(f"SELECT 1 FROM clusters WHERE {_BY_ID} AND "
-                            "consolidated_entry_id=?", (cluster_id, entry_id)).fetchone() \
-            is not None
+    def _was_narrative(conn: _Write, row: sqlite3.Row) -> bool:
+        """Is the member ``row`` of an Episode placed as a narrative: the one consolidating
+        its cluster, or one with no similarity in a consolidated cluster (a rebuild seeds it
+        with its newest narrative, and every Episode joins it with a similarity)? Asked of a
+        changed Episode already placed (an edit: rare beside the new ones), one look-up by
+        the cluster's key."""
+        found = conn.execute(f"SELECT consolidated_entry_id FROM clusters WHERE {_BY_ID}",
+                             (row["cluster_id"],)).fetchone()
+        narrative = None if found is None else found[0]
+        return narrative is not None and (narrative == row["entry_id"]
+                                          or row["similarity"] is None)
 
     def _assign_run(self, conn: _Write, ref: UserRef,
                     run: list[tuple[str, float, np.ndarray, str | None, str]],
