@@ -314,22 +314,27 @@ def by_owner_of(chunk: Sequence[Item]) -> dict[str, list[Item]]:
     return by_owner
 
 
-def files_of(chunk: Sequence[Item]) -> list[tuple[str, list[Item]]]:
-    """``chunk``'s items as the daily logs that hold them, ``(owner, items)`` per owner and
-    UTC day, in path order (owner, then day: a sync hands over its changed files sorted by
-    path), each file's items in stream order (grouped before the clock starts)."""
+def flush_of(chunk: Sequence[Item], refs: dict[str, UserRef], entries: dict[str, Entry]
+             ) -> list[tuple[UserRef, list[Entry], dict[str, np.ndarray]]]:
+    """What the watcher's flush hands ``on_entries_indexed_many`` for ``chunk``: one
+    ``(ref, entries, vectors)`` per daily log (owner and UTC day), in path order (owner, then
+    day: a sync takes its changed files sorted by path), each file's Episodes in stream
+    order. Built before the clock starts, as the indexer builds its change sets before the
+    clustering is called."""
     files: dict[tuple[str, str], list[Item]] = {}
     for it in chunk:
         day = datetime.fromtimestamp(it.ts, UTC).date().isoformat()
         files.setdefault((it.owner, day), []).append(it)
-    return [(owner, files[owner, day]) for owner, day in sorted(files)]
+    return [(refs[owner], [entries[i.eid] for i in files[owner, day]],
+             {i.eid: i.vector for i in files[owner, day]}) for owner, day in sorted(files)]
 
 
 def place_chunk(svc: ClusterService, chunk: Sequence[Item], by_owner: dict[str, list[Item]],
                 refs: dict[str, UserRef], entries: dict[str, Entry], *, lone: bool,
-                files: Sequence[tuple[str, list[Item]]] | None = None) -> None:
+                flush: Sequence[tuple[UserRef, list[Entry], dict[str, np.ndarray]]] | None
+                = None) -> None:
     """Place one chunk as the daemon does: ``lone``, its one item in a transaction of its
-    own (``assign``); ``files`` (:func:`files_of`), the chunk as the watcher's flush hands
+    own (``assign``); ``flush`` (:func:`flush_of`), the chunk as the watcher's flush hands
     it over (``on_entries_indexed_many``, one batch per daily log, which merges one owner's
     consecutive logs; ``wiring.py``); else the chunk in one batch, each owner's items
     together (``on_entries_indexed`` per owner)."""
@@ -337,11 +342,9 @@ def place_chunk(svc: ClusterService, chunk: Sequence[Item], by_owner: dict[str, 
         it = chunk[0]
         svc.assign(refs[it.owner], it.eid, it.vector, it.ts)
         return
-    if files is not None:
+    if flush is not None:
         with svc.batch():
-            svc.on_entries_indexed_many(
-                [(refs[owner], [entries[i.eid] for i in owned],
-                  {i.eid: i.vector for i in owned}) for owner, owned in files])
+            svc.on_entries_indexed_many(flush)
         return
     with svc.batch():
         for owner, owned in by_owner.items():
@@ -387,10 +390,10 @@ def run_ours(items: Sequence[Item], settings: Settings, batch: int,
                     seq += 1
                     next_consolidation = chunk[0].ts + consolidate_days * DAY
                 by_owner = by_owner_of(chunk)
-                files = files_of(chunk) if FLUSH and batch > 1 else None
+                flush = flush_of(chunk, refs, entries) if FLUSH and batch > 1 else None
                 t0 = time.process_time()
                 place_chunk(svc, chunk, by_owner, refs, entries, lone=batch == 1,
-                            files=files)
+                            flush=flush)
                 per_item += [(time.process_time() - t0) / len(chunk)] * len(chunk)
         conn = rt.db()
         final = {r[0]: r[1] for r in conn.execute(
@@ -688,7 +691,7 @@ def _consolidated_digest(items: Sequence[Item], settings: Settings, consolidate_
             seq += 1
             next_consolidation = chunk[0].ts + consolidate_days * DAY
         place_chunk(svc, chunk, by_owner_of(chunk), refs, entries, lone=False,
-                    files=files_of(chunk) if FLUSH else None)
+                    flush=flush_of(chunk, refs, entries) if FLUSH else None)
     return cluster_digest(rt.db())
 
 
