@@ -15,6 +15,7 @@ import pytest
 
 from everos_reflect.api.mcp_server import MCPError, call, tools
 from everos_reflect.embedding.base import HashEmbedder
+from everos_reflect.errors import EmbedderMismatch
 from everos_reflect.index.sync import Indexer
 from everos_reflect.model import UserRef
 from everos_reflect.runtime import Runtime
@@ -140,5 +141,35 @@ def test_an_episode_written_over_an_index_of_another_embedder_says_so(
         data = resp.json()["data"]
         assert (data["indexed"], data["index_error"]) == (False, WHY)
         assert "Bea has a cat." in rt.store.get(UserRef.of("u1"), data["id"]).sections["Content"]
+    finally:
+        rt.close()
+
+
+def test_a_read_only_root_of_another_embedder_is_refused_the_same(root: Path) -> None:
+    # a read-only root opened its tables without the dimension check: its keyword search
+    # answered 200 as if nothing were wrong, and two stored vectors read back failed with
+    # numpy's "index 1 is out of bounds for axis 0 with size 1"
+    rt = Runtime(root, embedder=HashEmbedder(64))
+    try:
+        api = ApiClient(rt)
+        for n, (subject, content) in enumerate((("Dogs", "Andrew adopted a dog named Toby."),
+                                                ("Cats", "Bea has a cat."))):
+            add_episode(api, "u1", subject, content, f"2026-10-0{n + 1}T10:00:00+00:00")
+    finally:
+        rt.close()
+    _reindex_with(root, 32)
+    rt = Runtime(root, embedder=HashEmbedder(64))
+    rt.__dict__["read_only"] = True  # what a read-only mount makes it (test_read_only_root.py)
+    try:
+        api = ApiClient(rt)
+        for mode in ("keyword", "hybrid"):
+            resp = api("POST", "/api/v1/memory/search",
+                       json={"query": "dog", "user_id": "u1", "mode": mode})
+            assert (resp.status_code, resp.json()["error"]) == (
+                503, {"code": "embedder_mismatch", "message": WHY})
+        assert rt.vectors.read_only
+        with pytest.raises(EmbedderMismatch, match="32-dimensional vectors made by hash:32"):
+            rt.vectors.get_vectors("episode", UserRef.of("u1"),
+                                   ["ep_20261001_0001", "ep_20261002_0001"])
     finally:
         rt.close()

@@ -69,7 +69,7 @@ from everos_reflect.clustering.online import (
     window_start,
 )
 from everos_reflect.errors import EverosError
-from everos_reflect.index import rebuild
+from everos_reflect.index import events, rebuild
 from everos_reflect.index.db import (
     CLUSTER_KEY_OF_ID,
     cluster_key_of_id,
@@ -385,6 +385,10 @@ class _Write:
         #: read once per transaction (:meth:`ClusterService._draws_an_episode`): the
         #: entries and vectors of a flush are written before its clusters
         self.episode_vectors: dict[UserRef, tuple[np.ndarray, np.ndarray]] = {}
+        #: the live narratives whose ``parent_id`` is not a cluster id, by their own id's
+        #: cluster (:meth:`ClusterService._naming_own_ids`), read once per transaction: the
+        #: entries of a flush are written before its clusters, and nothing here writes them
+        self.own_ids: dict[str, list[dict[str, Any]]] | None = None
 
     def recheck_history(self, ref: UserRef, ids: Iterable[str], *, live: bool = False) -> None:
         """Note that the Episodes archived toward ``ids`` (directly or along a chain of
@@ -754,11 +758,14 @@ class ClusterService:
             yield self._session
             return
         place: set[UserRef] = set()
+        held = self._placing_held()
         with self._cache.lock:
             session: _Write | None = None
             try:
                 with transaction(self._db) as conn:
                     session = self._session = _Write(conn, self._cache)
+                    if held:  # placed at the pass end already: not asked again
+                        session.place.update(held)
                     yield session
                     while True:
                         released = self._attach_freed(session)
@@ -783,8 +790,21 @@ class ClusterService:
                 raise
             finally:
                 self._session = None
-        if place:  # planned outside the write lock, as a Reflection run's placing
+        if held is not None:
+            held.update(place)
+        elif place:  # planned outside the write lock, as a Reflection run's placing
             self.place_after_merges(place)
+
+    def _placing_held(self) -> set[UserRef] | None:
+        """The users whose placing (:meth:`place_after_merges`) the indexer's pass on this
+        thread holds to its end (:func:`events.one_pass`), None outside one. A copied root's
+        first scan founds the clusters its narratives name flush after flush: each user one
+        draws an Episode to was placed again, O(history), once per flush of 256 entries where
+        once after the last gives the same clusters (``bench/copied_root_scan_cost.py``)."""
+        runtime = self.runtime
+        return events.held_to_pass_end(
+            runtime, "clustering", set,
+            lambda refs: ClusterService(runtime).place_after_merges(refs) if refs else None)
 
     # ------------------------------------------------------------------ online path
 
@@ -1324,8 +1344,15 @@ class ClusterService:
         return _PlannedUser(plan, skipped, at, frozenset(named_ids), foreign)
 
     def _write_user(self, conn: _Write, ref: UserRef, planned: _PlannedUser) -> None:
-        """Replace ``ref``'s cluster rows, members and in-memory state by ``planned``'s."""
+        """Replace ``ref``'s cluster rows, members and in-memory state by ``planned``'s. An
+        id one of the old clusters held and none of the new ones does is freed
+        (:attr:`_Write.freed`): a narrative of another user naming it is attached, and a
+        cluster of another user denied it in this transaction takes it, as a rebuild gives
+        it. Dropped unnoted, the denied cluster kept the id after it."""
         plan, at = planned.plan, planned.at
+        conn.freed.update(r[0] for r in conn.execute(
+            "SELECT cluster_id FROM clusters WHERE app_id=? AND project_id=? AND user_id=?",
+            (ref.app, ref.project, ref.user_id)) if r[0] not in plan.clusters)
         conn.execute("DELETE FROM clusters WHERE app_id=? AND project_id=? AND user_id=?",
                      (ref.app, ref.project, ref.user_id))
         conn.execute("DELETE FROM cluster_members WHERE app_id=? AND project_id=? AND "
@@ -1586,7 +1613,10 @@ class ClusterService:
     def _founded_before(self, conn: _Write, ref: UserRef, cid: str) -> bool:
         """Does a live narrative of a user a rebuild takes before ``ref`` name ``cid``, with
         a vector (:meth:`_recluster_user` seeds no cluster for one without: its embedding
-        lost, it founds nothing, and a later user's narrative naming the id takes it)?"""
+        lost, it founds nothing, and a later user's narrative naming the id takes it)? One
+        whose ``parent_id`` is not a cluster id names its own id's cluster
+        (:meth:`_naming_own_ids`): read as written, it named none, and a later user's
+        narrative took that id while it waited in no cluster."""
         rows = conn.execute(
             "SELECT app_id, project_id, user_id, id FROM entries WHERE parent_type='cluster' "
             "AND parent_id=? AND kind='episode' AND deprecated_by IS NULL AND (app_id, "
@@ -1595,6 +1625,11 @@ class ClusterService:
         by_user: dict[UserRef, list[str]] = {}
         for r in rows:
             by_user.setdefault(UserRef(r[0], r[1], r[2]), []).append(r[3])
+        for r in self._naming_own_ids(conn, {cid}):
+            if (r["app_id"], r["project_id"], r["user_id"]) < (ref.app, ref.project,
+                                                              ref.user_id):
+                by_user.setdefault(UserRef(r["app_id"], r["project_id"], r["user_id"]),
+                                   []).append(r["id"])
         return any(self._vectors(other, ids) for other, ids in by_user.items())
 
     def _attach_freed(self, conn: _Write) -> set[str]:
@@ -1668,18 +1703,19 @@ class ClusterService:
         of ``ids``, each with that id as its ``parent_id``. Such a narrative, passed over
         while a narrative of a user a rebuild takes first named that id by hand, is attached
         once it is freed, as a rebuild seeds it then. Read from the partial index of
-        narratives (migration 0027), whole: a hash cannot be looked up backwards, and these
-        are few."""
-        out = []
-        for r in conn.execute(
-                "SELECT app_id, project_id, user_id, id, ts, parent_id, text_hash FROM entries "
-                "INDEXED BY entries_narratives_by_parent WHERE parent_type='cluster' AND "
-                "kind='episode' AND deprecated_by IS NULL AND NOT (parent_id IS NOT NULL AND "
-                f"length(parent_id)=15 AND parent_id GLOB 'cl_{'[0-9a-f]' * 12}')"):
-            cid = cluster_id_for(r["app_id"], r["project_id"], r["user_id"], r["id"])
-            if cid in ids:
-                out.append({**dict(r), "parent_id": cid})
-        return out
+        narratives (migration 0027), whole, once per transaction (:attr:`_Write.own_ids`):
+        a hash cannot be looked up backwards, and these are few."""
+        if conn.own_ids is None:
+            conn.own_ids = {}
+            for r in conn.execute(
+                    "SELECT app_id, project_id, user_id, id, ts, parent_id, text_hash FROM "
+                    "entries INDEXED BY entries_narratives_by_parent WHERE "
+                    "parent_type='cluster' AND kind='episode' AND deprecated_by IS NULL AND "
+                    "NOT (parent_id IS NOT NULL AND length(parent_id)=15 AND "
+                    f"parent_id GLOB 'cl_{'[0-9a-f]' * 12}')"):
+                cid = cluster_id_for(r["app_id"], r["project_id"], r["user_id"], r["id"])
+                conn.own_ids.setdefault(cid, []).append({**dict(r), "parent_id": cid})
+        return [r for cid in sorted(ids) for r in conn.own_ids.get(cid, ())]
 
     def _newer_than(self, conn: _Write, cid: str, a: str, b: str) -> bool:
         """True if member ``a`` sorts after member ``b`` by (ts, id), or ``b`` is not live."""

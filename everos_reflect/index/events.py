@@ -17,16 +17,23 @@ its next sync (a file event, the watcher's reconcile scan), so the change is lat
 ``reindex`` publishes nothing; each :func:`on_reindex` rebuilder runs once after it instead,
 whole (clustering's recluster; provenance re-checks every derived record, since the logs may
 have changed while nothing indexed them), and the paths it writes are synced too.
+
+A subscriber may also hold work to the end of the indexer's pass (:func:`one_pass`, a scan of
+many flushes): :func:`held_to_pass_end` keeps one object per subscriber for it, handed to the
+subscriber's ``finish`` once, after the pass's last flush, where the work done per flush cost
+the same each time (clustering places a user whose narrative founded a cluster once per scan,
+not once per flush that founded one).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from everos_reflect.model import Entry, Kind, UserRef
 
@@ -83,6 +90,10 @@ _batch_subscribers: dict[str, BatchSubscriber] = {}
 Rebuilder = Callable[["Runtime"], Iterable[Path] | None]
 _rebuilders: dict[str, Rebuilder] = {}
 _lock = threading.Lock()
+#: per thread, the open passes (:func:`one_pass`) by runtime, each with what subscribers
+#: hold to its end: ``name -> (held, finish)``
+_passes = threading.local()
+_Held = TypeVar("_Held")
 
 
 def on_reindex(name: str, rebuild: Rebuilder) -> None:
@@ -177,6 +188,44 @@ def publish_many(runtime: Runtime, changes: Iterable[ChangeSet], *,
             _hand_over(name, lambda s=subscriber: s(runtime, changes),  # type: ignore[misc]
                        f"{len(changes)} changes", written, deferred)
     return written
+
+
+@contextmanager
+def one_pass(runtime: Runtime) -> Iterator[None]:
+    """One pass of the indexer over ``runtime`` on this thread (a scan, a batch of paths):
+    what subscribers hold to its end (:func:`held_to_pass_end`) is handed to them once it
+    is over, whether it ends or fails (the flushes before a failure are committed). A pass
+    opened inside another one of the same runtime (the paths a subscriber wrote, synced in
+    the pass) is part of it. A ``finish`` that raises is logged, as a subscriber is."""
+    open_passes: dict[int, dict[str, tuple[Any, Callable[[Any], None]]]] | None = getattr(
+        _passes, "open", None)
+    if open_passes is None:
+        open_passes = _passes.open = {}
+    key = id(runtime)
+    if key in open_passes:
+        yield
+        return
+    open_passes[key] = {}
+    try:
+        yield
+    finally:
+        for name, (held, finish) in open_passes.pop(key).items():
+            _hand_over(name, lambda h=held, f=finish: f(h),  # type: ignore[misc]
+                       "the end of a sync pass", set(), None)
+
+
+def held_to_pass_end(runtime: Runtime, name: str, make: Callable[[], _Held],
+                     finish: Callable[[_Held], None]) -> _Held | None:
+    """What subscriber ``name`` holds to the end of this thread's open pass over ``runtime``
+    (:func:`one_pass`): made by ``make`` when first asked, handed to ``finish`` when the pass
+    ends. None when no pass is open: the caller does its work now."""
+    open_passes = getattr(_passes, "open", None)
+    held = None if open_passes is None else open_passes.get(id(runtime))
+    if held is None:
+        return None
+    if name not in held:
+        held[name] = (make(), finish)
+    return held[name][0]
 
 
 def summary(changes: Iterable[ChangeSet]) -> dict[str, Any]:

@@ -1263,9 +1263,10 @@ class Indexer:
         ``moving``, a log a writer may still be at work on (changing while read, or in flux)
         is not waited for: its path is put there, unsynced, for the caller to sync once it
         let go of the lock (:meth:`scan`). A pass over many logs looks for hard-linked logs
-        in one listing of the root."""
+        in one listing of the root, and what the change subscribers hold to its end is done
+        once, after its last flush (:func:`events.one_pass`)."""
         self._for_newer = self._newer_parser() is not None
-        with self.rt.store.one_listing():
+        with self.rt.store.one_listing(), events.one_pass(self.rt):
             return self._sync_listed(paths, progress, wanted, ahead or {}, looked, moving)
 
     def _sync_listed(self, paths: list[Path], progress: Progress | None,

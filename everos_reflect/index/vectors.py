@@ -235,6 +235,7 @@ class VectorIndex:
             table = self._db.open_table(name)
         except (ValueError, RuntimeError, OSError) as exc:
             raise VectorIndexUnreadable(name, exc) from None
+        self._check_dimension(table)
         with self._thread_lock:
             return self._tables.setdefault(kind, table)
 
@@ -252,9 +253,7 @@ class VectorIndex:
             table = self._db.create_table(name, schema=_schema(self.dim), exist_ok=True)
         except (RuntimeError, OSError) as exc:  # LanceDB's "lance error: ..." on damaged files
             raise VectorIndexUnreadable(name, exc) from None
-        stored = _stored_dim(table)
-        if stored != self.dim:
-            raise self._mismatch(table, stored)
+        self._check_dimension(table)
         names = {ix.name for ix in table.list_indices()}
         for column in FTS_COLUMNS:
             if f"{column}_idx" not in names:
@@ -265,6 +264,15 @@ class VectorIndex:
             if f"{column}_idx" not in names:
                 table.create_index(column, config=BTree(), name=f"{column}_idx")
         return table
+
+    def _check_dimension(self, table: Any) -> None:
+        """Refuse ``table`` when it holds vectors of another dimension than this embedder's,
+        as it is opened (writable or read-only alike): a read-only root skipped it, so its
+        keyword search answered as if nothing were wrong and a read of two stored vectors
+        failed with numpy's "index 1 is out of bounds" instead of naming both embedders."""
+        stored = _stored_dim(table)
+        if stored != self.dim:
+            raise self._mismatch(table, stored)
 
     def _mismatch(self, table: Any, stored: int) -> EmbedderMismatch:
         """The refusal of ``table`` holding ``stored``-dimensional vectors, naming the model

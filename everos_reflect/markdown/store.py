@@ -1123,18 +1123,25 @@ class MarkdownStore:
         header = header_text(new_text[:prefix_len])
         check = parse_log(header + new_text[prefix_len:], log.path,
                           max_entry_bytes=self.limits.max_entry_bytes)
+        shift = new_text.count("\n", 0, prefix_len) - header.count("\n")
         if [e.id for e in check.entries] != [entry_id for entry_id, _ in blocks]:
+            # the line named is the refused block's in the file as it would be written (its
+            # problem's line, else its first): it was line 0, which no file has
+            before = 0  # lines of the blocks before the one parsed alone
             for entry_id, block in blocks:
                 alone = parse_log(writer.append_entry(header, block), log.path,
                                   max_entry_bytes=self.limits.max_entry_bytes)
                 if all(e.id != entry_id for e in alone.entries):
                     check = alone
                     break
+                before += block.count("\n")
             else:
-                entry_id = blocks[0][0]
+                entry_id, before = blocks[0][0], 0
             reason = "; ".join(d.message for d in check.diagnostics) or "it does not parse back"
-            raise MarkdownError(log.path, 0, f"refusing to write {entry_id}: {reason}")
-        shift = new_text.count("\n", 0, prefix_len) - header.count("\n")
+            line = min((d.line for d in check.diagnostics if d.line > header.count("\n")),
+                       default=header.count("\n") + 1)
+            raise MarkdownError(log.path, line + shift + before,
+                                f"refusing to write {entry_id}: {reason}")
         for entry in check.entries:
             entry.line += shift
         return check.entries
