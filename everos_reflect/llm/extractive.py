@@ -1794,7 +1794,14 @@ def _in_place(old: _Sentence, new: _Sentence, clause: bool = False) -> bool:
     :data:`SWAP_WORDS` words replaced by another, all else the same and in the same order?
     ``clause``: an opening phrase of time or place aside (:func:`_clause`: "In June moved to
     York." against "Moved to Leeds.")."""
-    x, y = _content_sequence(old, clause), _content_sequence(new, clause)
+    return _one_run_swapped(_content_sequence(old, clause), _content_sequence(new, clause))
+
+
+def _one_run_swapped(x: list[str], y: list[str]) -> bool:
+    """Do the word sequences ``x`` and ``y`` differ by one run of at most :data:`SWAP_WORDS`
+    words replaced by another, all else the same and in the same order? What a value
+    changed in place looks like (:func:`_in_place`, :func:`_replaces`); a sequence longer
+    than :data:`ORDER_WORDS` is compared with none."""
     if max(len(x), len(y)) > ORDER_WORDS:
         return False
     changed = [op for op in SequenceMatcher(None, x, y, autojunk=False).get_opcodes()
@@ -2581,13 +2588,7 @@ def _replaces(old: _Sentence, new: _Sentence) -> bool:
     y = [w for w in _content_sequence(new, clause=True) if w != "instead"]
     if not set(x) & set(y) - {old.subject or "", new.subject or ""}:
         return False  # "Noor works at Arup." / "Noor walked instead.": another frame
-    if max(len(x), len(y)) > ORDER_WORDS:
-        return False
-    changed = [op for op in SequenceMatcher(None, x, y, autojunk=False).get_opcodes()
-               if op[0] != "equal"]
-    return (len(changed) == 1 and changed[0][0] == "replace"
-            and changed[0][2] - changed[0][1] <= SWAP_WORDS
-            and changed[0][4] - changed[0][3] <= SWAP_WORDS)
+    return _one_run_swapped(x, y)
 
 
 def _name_for_name(old: _Sentence, new: _Sentence) -> bool:
