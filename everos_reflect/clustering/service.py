@@ -831,6 +831,8 @@ class ClusterService:
         """Place the users owed their placing (and ``also``): what a process killed between
         a merge, or a sync pass that founded a narrative's cluster, and the placing after
         it left undone, which no later sync would do (the logs have not changed since)."""
+        if getattr(self.runtime, "read_only", False):
+            return  # a reader writes no index: the next writer's recovery places them
         refs = {*self.owed_placing(), *also}
         if refs:
             self.place_after_merges(refs)
