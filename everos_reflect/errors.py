@@ -138,7 +138,10 @@ class MarkdownError(EverosError):
 
     def __init__(self, path: str, line: int, reason: str) -> None:
         self.path, self.line, self.reason = path, line, reason
-        super().__init__(f"{path}:{line}: {reason}")
+        # a problem of the whole file (a symlink leading out of the root, a lock not had)
+        # names no line, as lint says it: "episode-….md:0: not writing this file" named a
+        # line no file has
+        super().__init__(f"{path}:{line}: {reason}" if line > 0 else f"{path}: {reason}")
 
 
 class TooLarge(EverosError):

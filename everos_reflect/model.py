@@ -921,7 +921,10 @@ class Diagnostic:
     severity: str = "error"  # "error": not indexed / skipped; "warning": indexed anyway
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.severity}: {self.message}"
+        # a problem of the whole file (too large, not UTF-8 before any line) names no line,
+        # as lint says it: "….md:0: fatal: …" named a line no file has
+        where = f"{self.path}:{self.line}" if self.line > 0 else self.path
+        return f"{where}: {self.severity}: {self.message}"
 
 
 @dataclass

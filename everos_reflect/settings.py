@@ -13,6 +13,7 @@ returns the raw tables, because each strategy declares and validates its own set
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import ipaddress
@@ -39,7 +40,7 @@ from everos_reflect.model import (
     shown_key,
     unplain_number,
 )
-from everos_reflect.problem_words import did_you_mean, one_of, unknown
+from everos_reflect.problem_words import did_you_mean, one_of, shown_number, unknown
 from everos_reflect.typed_numbers import (
     NumberProblem,
     is_decimal,
@@ -180,7 +181,7 @@ class _Between:
     def __call__(self, value: Any) -> str | None:
         low, high = self.low, self.high
         inside = (low < value if self.above_low else low <= value) and value <= high
-        return None if inside else f"must be {self.shown}, got {quoted_value(value)}"
+        return None if inside else f"must be {self.shown}, got {shown_value(value)}"
 
 
 def between(low: float, high: float, unit: str = "", *, above_low: bool = False,
@@ -273,8 +274,8 @@ def _timeout(value: Any) -> str | None:
     """A positive number of seconds, at most a day: larger finite values (1e308) overflow the
     socket layer's timeouts, and no single request should be waited on longer."""
     if value <= 0:
-        return f"must be greater than 0, got {quoted_value(value)}"
-    return None if value <= 86400 else f"must be at most 86400 (a day), got {quoted_value(value)}"
+        return f"must be greater than 0, got {shown_value(value)}"
+    return None if value <= 86400 else f"must be at most 86400 (a day), got {shown_value(value)}"
 
 
 #: The widest ``[clustering] time_window_days``: a hundred years.
@@ -517,42 +518,59 @@ def toml_syntax_problem(file: str, exc: Exception) -> Problem:
     return file, "(syntax)", f"TOML syntax error: {message}"
 
 
-class WrittenFloat(float):
-    """A TOML float a float cannot hold as written, kept with its text: past the largest
-    (``1e400``, read as infinity) or nonzero below the smallest above 0 (``1e-400``, read as
-    0.0). A problem with one said "got a float: inf" or "got 0.0", a value nobody wrote
-    (:func:`toml_value` shows what was)."""
+class TypedFloat(float):
+    """A float of a config file or the environment kept with the text it was written as, when
+    its ``repr`` is another text: a range check said "got 1e+21" of a ``1e21``, "got
+    1.2345678901234568e+29" of a whole ``123456789012345678901234567890`` and "got 0.1" of
+    a ``0.1000000000000000055511`` (:func:`shown_value` shows what was typed)."""
 
     written: str
 
-    def __new__(cls, written: str) -> WrittenFloat:
+    def __new__(cls, written: str) -> TypedFloat:
         value = super().__new__(cls, written)
         value.written = written
         return value
+
+
+class WrittenFloat(TypedFloat):
+    """A TOML float a float cannot hold as written, kept with its text: past the largest
+    (``1e400``, read as infinity) or nonzero below the smallest above 0 (``1e-400``, read as
+    0.0). A problem with one said "got a float: inf" or "got 0.0", a value nobody wrote
+    (:func:`toml_value` shows what was, and why it is read otherwise)."""
 
 
 #: A nonzero digit of a TOML float's significand (before its exponent).
 _NONZERO_SIGNIFICAND = re.compile(r"^[^eE]*[1-9]")
 
 
-def _toml_float(text: str) -> float:
+def typed_float(text: str) -> float:
+    """The float ``text`` (a TOML float, a whole number of a float key, an environment
+    value) is, kept with ``text`` when it reads otherwise (:class:`TypedFloat`)."""
     value = float(text)
     if (math.isinf(value) and text.lstrip("+-") != "inf") or (
             value == 0 and _NONZERO_SIGNIFICAND.match(text)):
         return WrittenFloat(text)
-    return value
+    return value if repr(value) == text else TypedFloat(text)
 
 
 def shown_value(value: object) -> str:
-    """A refused config value as a problem shows it: as written when a float cannot hold it
-    (:class:`WrittenFloat`), else :func:`~everos_reflect.model.quoted_value`."""
-    return toml_value(value) if isinstance(value, WrittenFloat) else quoted_value(value)
+    """A refused config value as every range message shows it: a float as it was typed
+    (:class:`TypedFloat`; why it reads otherwise when a float cannot hold it), a whole
+    number of more than 15 digits compactly (``1.00e+21``, :func:`~everos_reflect.
+    problem_words.shown_number`: it was printed whole), anything else as
+    :func:`~everos_reflect.model.quoted_value` does."""
+    if isinstance(value, TypedFloat):
+        return toml_value(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return shown_number(value)
+    return quoted_value(value)
 
 
 def as_written(reason: str, value: object) -> str:
-    """``reason`` (a check's "must be …, got <value>") ending in the value as written when a
-    float cannot hold it: a range check said "got inf" of a 1e400 and "got 0.0" of a 1e-400."""
-    if not isinstance(value, WrittenFloat) or ", got " not in reason:
+    """``reason`` (a check's "must be …, got <value>") ending in the value as typed when it
+    was a float that reads otherwise (:class:`TypedFloat`): a range check said "got inf" of a
+    1e400, "got 0.0" of a 1e-400 and "got 1e+21" of a 1e21."""
+    if not isinstance(value, TypedFloat) or ", got " not in reason:
         return reason
     return f"{reason.rpartition(', got ')[0]}, got {toml_value(value)}"
 
@@ -560,7 +578,7 @@ def as_written(reason: str, value: object) -> str:
 def loads_toml(text: str) -> dict[str, Any]:
     """``tomllib.loads`` keeping the text of a float it cannot hold (:class:`WrittenFloat`),
     for every config file (``everos.toml``, ``ome.toml``, ``fleet.toml``)."""
-    return tomllib.loads(text, parse_float=_toml_float)
+    return tomllib.loads(text, parse_float=typed_float)
 
 
 def _read_toml(text: str, file: str, problems: list[Problem]) -> dict[str, Any] | None:
@@ -606,10 +624,16 @@ def toml_value(value: Any) -> str:
     dict {'a': 1}" showed the Python repr of what the person wrote as TOML."""
     import tomlkit
 
-    if isinstance(value, WrittenFloat):
+    if isinstance(value, TypedFloat):
         written = value.written
+        if is_whole(written.lstrip("+")):
+            # a whole number of a float key, as an integer key's is shown: 1.00e+21
+            with contextlib.suppress(ValueError):  # past the 4,300 digits int() reads
+                written = shown_number(int(written))
         if len(written) > QUOTED_MAX:
             written = f"{written[:QUOTED_MAX]}… ({len(written):,} characters)"
+        if not isinstance(value, WrittenFloat):
+            return written
         if math.isinf(value):
             return (f"{written} (past the largest number, about {sys.float_info.max:.2g}: "
                     f"TOML reads it as {'-' if value < 0 else ''}inf)")
@@ -655,7 +679,9 @@ def _check_type(value: Any, tp: Any, *, secret: bool = False) -> tuple[Any, str 
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif tp is float:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
-        value = float(value) if ok and isinstance(value, int) else value
+        # a whole number kept as typed (past the largest float, read as inf, it was an
+        # OverflowError, an "internal error")
+        value = typed_float(str(value)) if ok and isinstance(value, int) else value
         if ok and not math.isfinite(value):
             return value, f"must be a finite number, got {toml_value(value)}"
     else:  # str or str | None; "" means "not set" for the optional ones
@@ -707,7 +733,7 @@ def _env_number(text: str, tp: Any, check: Check | None) -> tuple[Any, str | Non
     if not (is_whole(text) if tp is int else is_decimal(text)) or hint:
         return text, refused
     try:
-        return (int(text) if tp is int else float(text)), None
+        return (int(text) if tp is int else typed_float(text)), None
     except ValueError:  # more than 4,300 digits: no bound of any key is that long
         return text, refused
 

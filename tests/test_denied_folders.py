@@ -90,5 +90,5 @@ def test_reindex_indexes_the_others_and_names_it(shared: Path) -> None:
     data = json.loads(result.stdout)
     assert data["entries_upserted"] == 1
     assert data["problems"] == {f"{USERS}/carol/episodes":
-                                [f"{USERS}/carol/episodes:0: {DENIED}"]}
+                                [f"{USERS}/carol/episodes: {DENIED}"]}
     assert "Traceback" not in result.stderr and "provenance" not in result.stderr

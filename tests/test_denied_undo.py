@@ -48,7 +48,7 @@ def test_undo_refuses_naming_a_folder_of_logs_it_may_not_open(
     with pytest.raises(MarkdownError) as caught:
         undo_merge(rt, REF, narrative.id)
     assert str(caught.value) == (
-        f"{rt.store.rel(facts)}:0: cannot undo {narrative.id}: Permission denied: this folder "
+        f"{rt.store.rel(facts)}: cannot undo {narrative.id}: Permission denied: this folder "
         "of logs may not be opened; undo again once its permissions let this account in")
     monkeypatch.undo()
     assert snapshot(rt) == before

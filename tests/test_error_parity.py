@@ -151,7 +151,7 @@ def test_an_entry_in_a_log_that_cannot_be_read_is_not_called_missing_at_any_edge
         "depth": 1, "status": "active"}, {"Insight": "Both."}, day=date(2026, 10, 14))
     path = runtime.store.path_for_id(ref, locked.id)
     refuse_reads(monkeypatch, path)
-    message = (f"{runtime.store.rel(path)}:0: cannot look up {locked.id}: "
+    message = (f"{runtime.store.rel(path)}: cannot look up {locked.id}: "
                "not read: Permission denied")
     resp = ApiClient(runtime)("GET", f"/api/v1/memory/explain/{locked.id}?user_id=u_ann")
     assert resp.status_code == 409, resp.text

@@ -53,8 +53,8 @@ def test_a_float_key_refuses_a_huge_value_naming_its_bound(name: str, key: str,
 def test_max_wall_seconds_is_more_than_0_and_at_most_a_year(name: str) -> None:
     message = "must be greater than 0 and at most 31,536,000 (a year), got "
     assert only_problem(name, "max_wall_seconds", 1e300) == message + "1e+300"
-    assert only_problem(name, "max_wall_seconds", 0) == message + "0.0"
-    assert only_problem(name, "max_wall_seconds", 31_536_001) == message + "31536001.0"
+    assert only_problem(name, "max_wall_seconds", 0) == message + "0"  # as typed
+    assert only_problem(name, "max_wall_seconds", 31_536_001) == message + "31536001"
     values = validate_strategy_settings(name, {"max_wall_seconds": 31_536_000}, "ome.toml")
     assert values["max_wall_seconds"] == 31_536_000.0
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from everos_reflect.errors import ConfigError
+from everos_reflect.problem_words import shown_number
 from everos_reflect.settings import (
     DEFAULT_FILE,
     ENV_FILE,
@@ -188,7 +189,7 @@ model = "x"
     by_key = {key: (file, reason) for file, key, reason in problems}
     f = "root/everos.toml"
     assert by_key["llm.provider"] == (f, "must be one of: extractive, openai; got 'anthropic'")
-    assert by_key["llm.timeout_seconds"] == (f, "must be greater than 0, got 0.0")
+    assert by_key["llm.timeout_seconds"] == (f, "must be greater than 0, got 0")
     assert by_key["clustering.threshold"] == (f, "must be in (0, 1], got 1.5")
     assert by_key["clustering.treshold"] == (f, "unknown key (did you mean 'threshold'?)")
     assert by_key["server.port"] == (f, 'must be an integer, got a string: "8000"')
@@ -267,7 +268,7 @@ def test_an_llm_timeout_past_a_day_is_rejected() -> None:
     # 1e308 is finite and was accepted; every LLM call then died in the socket layer with
     # "OverflowError: timestamp out of range for platform time_t" instead of a config error.
     assert problems_of("[llm]\ntimeout_seconds = 1e308\n") == [
-        ("root/everos.toml", "llm.timeout_seconds", "must be at most 86400 (a day), got 1e+308")]
+        ("root/everos.toml", "llm.timeout_seconds", "must be at most 86400 (a day), got 1e308")]
     ok = parse_settings(DEFAULTS, "[llm]\ntimeout_seconds = 86400\n", {}, "root/everos.toml")
     assert ok.llm.timeout_seconds == 86400
 
@@ -535,7 +536,7 @@ def test_llm_retries_and_concurrency_past_what_can_run_are_rejected(text: str, k
 def test_an_embedding_batch_past_what_a_request_takes_is_rejected(value: str) -> None:
     ((file, shown, why),) = problems_of(f"[embedding]\nbatch_size = {value}\n")
     assert (file, shown, why) == ("root/everos.toml", "embedding.batch_size",
-                                  f"must be 1 to 2048, got {value}")
+                                  f"must be 1 to 2048, got {shown_number(int(value))}")
     ok = parse_settings(DEFAULTS, "[embedding]\nbatch_size = 2048\n", {}, "root/everos.toml")
     assert ok.embedding.batch_size == 2048
 

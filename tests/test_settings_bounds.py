@@ -25,19 +25,19 @@ def only_problem(user_text: str | None, env: dict[str, str] | None = None) -> tu
 
 @pytest.mark.parametrize(("section", "key", "value", "reason"), [
     ("clustering", "time_window_days", "1e300",
-     "must be greater than 0 and at most 36,500 (a century of days), got 1e+300"),
+     "must be greater than 0 and at most 36,500 (a century of days), got 1e300"),
     ("clustering", "time_window_days", "36501",
-     "must be greater than 0 and at most 36,500 (a century of days), got 36501.0"),
+     "must be greater than 0 and at most 36,500 (a century of days), got 36501"),
     ("index", "reconcile_interval_seconds", "1e300",
-     "must be 1 to 604,800 (seconds; a week), got 1e+300"),
+     "must be 1 to 604,800 (seconds; a week), got 1e300"),
     ("index", "optimize_interval_seconds", "604801",
-     "must be 1 to 604,800 (seconds; a week), got 604801.0"),
+     "must be 1 to 604,800 (seconds; a week), got 604801"),
     ("limits", "max_file_bytes", "100000000000000000000000",
-     "must be 1,024 to 1,073,741,824 (bytes; 1 GiB), got 100000000000000000000000"),
+     "must be 1,024 to 1,073,741,824 (bytes; 1 GiB), got 1.00e+23"),
     ("limits", "max_entry_bytes", "1073741825",
      "must be 1,024 to 1,073,741,824 (bytes; 1 GiB), got 1073741825"),
     ("limits", "max_request_bytes", "9223372036854775807",
-     "must be 1,024 to 1,073,741,824 (bytes; 1 GiB), got 9223372036854775807"),
+     "must be 1,024 to 1,073,741,824 (bytes; 1 GiB), got 9.22e+18"),
 ])
 def test_a_number_past_its_bound_is_refused_naming_key_value_and_range(
         section: str, key: str, value: str, reason: str) -> None:
@@ -62,7 +62,7 @@ def test_the_environment_is_held_to_the_same_bound() -> None:
     name = "EVEROS_CLUSTERING__TIME_WINDOW_DAYS"
     assert only_problem(None, {name: "40000"}) == (
         "environment", name,
-        "must be greater than 0 and at most 36,500 (a century of days), got 40000.0")
+        "must be greater than 0 and at most 36,500 (a century of days), got 40000")
     # an exponent is not read from a variable, as no option reads one (``--timeout 1e3``)
     assert only_problem(None, {name: "1e300"}) == (
         "environment", name, "must be a number, got '1e300'")

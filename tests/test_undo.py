@@ -977,7 +977,7 @@ def test_undo_names_a_broken_link_in_place_of_a_log_it_would_patch_and_writes_no
     assert isinstance(blocked.outcome, MarkdownError), blocked.outcome
     log = blocked.log
     assert str(blocked.outcome) == (
-        f"{rt.store.rel(log)}:0: cannot undo {blocked.narrative.id}: "
+        f"{rt.store.rel(log)}: cannot undo {blocked.narrative.id}: "
         f"{said.format(folder=rt.store.rel(log.parent))}; move it away or put this log back, "
         "then undo again")
     _put_back_and_undo(rt, blocked)

@@ -72,7 +72,10 @@ def parse_json_body(raw: bytes) -> Any:
     are named as such instead of a generic 400.
     """
     try:
-        text = raw.decode("utf-8")
+        # a byte-order mark first is ignored, as RFC 8259 §8.1 lets a parser do and MCP's
+        # lines and the config files do: it was "Unexpected UTF-8 BOM (decode using
+        # utf-8-sig)", Python's advice to its own programmer
+        text = raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         _refuse(f"it is not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})")
     try:

@@ -216,6 +216,8 @@ def _in_words(err: Mapping[str, Any], model: Any) -> str:
     (:mod:`~everos_reflect.problem_words`): it said "Field required", "Extra inputs are not
     permitted" and "Input should be 'active' or 'stale'"."""
     kind, loc = err.get("type"), tuple(err.get("loc") or ())
+    if kind == "missing" and loc == ("body",):  # it was "body: missing required key"
+        return "missing: the request sent none; send a JSON object"
     if kind == "missing":
         return words.missing("parameter" if loc and str(loc[0]) in _PARAMETER_PLACES
                              else "key")

@@ -63,7 +63,7 @@ def reindex_cmd(root: str | None, as_json: bool) -> None:
     for problem in irregular_problems(rt.root, irregular):
         if problem.severity != "warning":
             report.problems.setdefault(problem.file, []).append(
-                f"{problem.file}:0: {problem.message}")
+                f"{problem.file}: {problem.message}")  # the whole file: no line (was 0)
     if as_json:
         emit_json(report.as_dict())
         return

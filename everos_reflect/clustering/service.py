@@ -923,6 +923,16 @@ class ClusterService:
                                                            consolidated_time(e.id, e.meta))
                 elif row is not None and row["deprecated_by"] is not None:
                     outcome[e.id] = self._revive(conn, ref, e.id, vec, ts, text_hash)
+                elif row is not None and self._was_narrative(conn, row):
+                    # a narrative made a plain Episode by hand (its parent_type taken out):
+                    # it leaves its cluster, as if deleted, and is placed by the rule, as a
+                    # rebuild places it; read as unchanged (its text and time are), it kept
+                    # consolidating the cluster, or stayed in it with no similarity
+                    cid = self._leave(conn, ref, e.id)
+                    if cid is not None:
+                        self._recompute(conn, ref, cid)
+                    outcome[e.id] = self._assign(conn, ref, e.id, vec, ts, text_hash,
+                                                 member=False).reason
                 elif row is not None and row["text_hash"] == text_hash and row["ts"] == ts:
                     outcome[e.id] = "unchanged"
                 else:
@@ -963,6 +973,19 @@ class ClusterService:
         with self._writing():
             for ref, entries, vectors in merged:
                 self.on_entries_indexed(ref, entries, vectors)
+
+    @staticmethod
+    def _was_narrative(conn: _Write, row: sqlite3.Row) -> bool:
+        """Is the member ``row`` of an Episode placed as a narrative: the one consolidating
+        its cluster, or one with no similarity in a consolidated cluster (a rebuild seeds it
+        with its newest narrative, and every Episode joins it with a similarity)? Asked of a
+        changed Episode already placed (an edit: rare beside the new ones), one look-up by
+        the cluster's key."""
+        found = conn.execute(f"SELECT consolidated_entry_id FROM clusters WHERE {_BY_ID}",
+                             (row["cluster_id"],)).fetchone()
+        narrative = None if found is None else found[0]
+        return narrative is not None and (narrative == row["entry_id"]
+                                          or row["similarity"] is None)
 
     def _assign_run(self, conn: _Write, ref: UserRef,
                     run: list[tuple[str, float, np.ndarray, str | None, str]],
@@ -1056,26 +1079,31 @@ class ClusterService:
             return
         with self._writing() as conn:
             conn.recheck_history(ref, ids)  # archived toward them: no successor left
-            touched: set[str] = set()
-            for eid in ids:
-                row = conn.execute(
-                    "SELECT cluster_id FROM cluster_members WHERE app_id=? AND project_id=? "
-                    "AND user_id=? AND entry_id=?", (ref.app, ref.project, ref.user_id, eid)
-                ).fetchone()
-                if row is None:
-                    continue
-                conn.hold(ref)
-                conn.execute(
-                    "DELETE FROM cluster_members WHERE app_id=? AND project_id=? AND user_id=? "
-                    "AND entry_id=?", (ref.app, ref.project, ref.user_id, eid))
-                cur = conn.execute("UPDATE clusters SET consolidated_entry_id=NULL, "
-                                   f"consolidated_at=NULL WHERE {_BY_ID} AND "
-                                   "consolidated_entry_id=?", (row["cluster_id"], eid))
-                if cur.rowcount and not self._hand_over(conn, ref, row["cluster_id"]):
-                    self._recheck_cluster_history(conn, ref, row["cluster_id"])
-                touched.add(row["cluster_id"])
+            touched = {cid for cid in (self._leave(conn, ref, eid) for eid in ids)
+                       if cid is not None}
             for cluster_id in sorted(touched):
                 self._recompute(conn, ref, cluster_id)
+
+    def _leave(self, conn: _Write, ref: UserRef, entry_id: str) -> str | None:
+        """Take ``entry_id``'s member row out of its cluster; one it consolidated is handed
+        to the newest narrative left there, else no longer consolidated (its history goes).
+        Returns the cluster's id (None: in none), for the caller to recompute."""
+        row = conn.execute(
+            "SELECT cluster_id FROM cluster_members WHERE app_id=? AND project_id=? "
+            "AND user_id=? AND entry_id=?", (ref.app, ref.project, ref.user_id, entry_id)
+        ).fetchone()
+        if row is None:
+            return None
+        conn.hold(ref)
+        conn.execute(
+            "DELETE FROM cluster_members WHERE app_id=? AND project_id=? AND user_id=? "
+            "AND entry_id=?", (ref.app, ref.project, ref.user_id, entry_id))
+        cur = conn.execute("UPDATE clusters SET consolidated_entry_id=NULL, "
+                           f"consolidated_at=NULL WHERE {_BY_ID} AND "
+                           "consolidated_entry_id=?", (row["cluster_id"], entry_id))
+        if cur.rowcount and not self._hand_over(conn, ref, row["cluster_id"]):
+            self._recheck_cluster_history(conn, ref, row["cluster_id"])
+        return str(row["cluster_id"])
 
     def on_user_gone(self, ref: UserRef) -> None:
         """``ref``'s folder is gone (removed or renamed by hand): once no Episode of theirs

@@ -25,8 +25,10 @@ from everos_reflect.settings import (
     as_written,
     between,
     expected_type,
+    shown_value,
     toml_got,
     toml_value,
+    typed_float,
 )
 
 if TYPE_CHECKING:
@@ -104,7 +106,7 @@ MAX_RUN_RETRIES = 100
 
 def _run_retries(value: int) -> str | None:
     return (None if 0 <= value <= MAX_RUN_RETRIES
-            else f"must be 0 to {MAX_RUN_RETRIES}, got {quoted_value(value)}")
+            else f"must be 0 to {MAX_RUN_RETRIES}, got {shown_value(value)}")
 
 
 def _cron_expr(value: str) -> str | None:
@@ -429,9 +431,9 @@ def _coerce(spec: SettingSpec, value: Any) -> tuple[Any, str | None]:
         return value, f"must be {expected_type(spec.type)}, got {toml_got(value)}"
     if spec.type in (int, float) and isinstance(value, int) and abs(value) > MAX_SETTING_INT:
         bound = f"at most {MAX_SETTING_INT:,}" if value > 0 else f"at least {-MAX_SETTING_INT:,}"
-        return value, f"must be {bound}, got {quoted_value(value)}"
+        return value, f"must be {bound}, got {shown_value(value)}"
     if spec.type is float and isinstance(value, int):
-        value = float(value)
+        value = typed_float(str(value))  # shown as typed when refused: 100001, not 100001.0
     if not isinstance(value, spec.type):
         return value, f"must be {expected_type(spec.type)}, got {toml_got(value)}"
     if spec.check is not None:
@@ -447,7 +449,7 @@ def _coerce(spec: SettingSpec, value: Any) -> tuple[Any, str | None]:
     if spec.type is float and abs(value) > MAX_SETTING_INT:
         # a key with no tighter bound of its own (a float written 1e300, not an integer)
         bound = f"at most {MAX_SETTING_INT:,}" if value > 0 else f"at least {-MAX_SETTING_INT:,}"
-        return value, f"must be {bound}, got {quoted_value(value)}"
+        return value, f"must be {bound}, got {shown_value(value)}"
     return value, None
 
 
