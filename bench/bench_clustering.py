@@ -35,6 +35,9 @@ figure a change to the rule moves, without SQLite's noise.
 repeats say every LoCoMo text 20 or 184 times, so what is kept per text stays warm).
 ``--consolidated-only N``: the same with every eligible cluster consolidated every
 ``--consolidate-days`` of stream time (the consolidated row), with its digest and tenths.
+``--flush``: every batch of 256 placed as the watcher's flush places it
+(``on_entries_indexed_many``, one batch per daily log, in path order; ``wiring.py``), not
+``on_entries_indexed`` once per owner.
 """
 
 from __future__ import annotations
@@ -232,6 +235,10 @@ class _Vectors:
 #: ``PRAGMA`` statements run on ``system.db`` once it is opened (``--pragma``): settings of
 #: :func:`everos_reflect.index.db.connect` measured in place, with nothing else changed
 PRAGMAS: list[str] = []
+#: ``--flush``: every batch placed as the watcher's flush places it
+#: (``on_entries_indexed_many``: one ``(ref, entries, vectors)`` per daily log, in path
+#: order), not ``on_entries_indexed`` once per owner
+FLUSH = False
 
 
 class _Runtime:
@@ -307,13 +314,37 @@ def by_owner_of(chunk: Sequence[Item]) -> dict[str, list[Item]]:
     return by_owner
 
 
+def flush_of(chunk: Sequence[Item], refs: dict[str, UserRef], entries: dict[str, Entry]
+             ) -> list[tuple[UserRef, list[Entry], dict[str, np.ndarray]]]:
+    """What the watcher's flush hands ``on_entries_indexed_many`` for ``chunk``: one
+    ``(ref, entries, vectors)`` per daily log (owner and UTC day), in path order (owner, then
+    day: a sync takes its changed files sorted by path), each file's Episodes in stream
+    order. Built before the clock starts, as the indexer builds its change sets before the
+    clustering is called."""
+    files: dict[tuple[str, str], list[Item]] = {}
+    for it in chunk:
+        day = datetime.fromtimestamp(it.ts, UTC).date().isoformat()
+        files.setdefault((it.owner, day), []).append(it)
+    return [(refs[owner], [entries[i.eid] for i in files[owner, day]],
+             {i.eid: i.vector for i in files[owner, day]}) for owner, day in sorted(files)]
+
+
 def place_chunk(svc: ClusterService, chunk: Sequence[Item], by_owner: dict[str, list[Item]],
-                refs: dict[str, UserRef], entries: dict[str, Entry], *, lone: bool) -> None:
+                refs: dict[str, UserRef], entries: dict[str, Entry], *, lone: bool,
+                flush: Sequence[tuple[UserRef, list[Entry], dict[str, np.ndarray]]] | None
+                = None) -> None:
     """Place one chunk as the daemon does: ``lone``, its one item in a transaction of its
-    own (``assign``); else the chunk in one batch, each owner's items together."""
+    own (``assign``); ``flush`` (:func:`flush_of`), the chunk as the watcher's flush hands
+    it over (``on_entries_indexed_many``, one batch per daily log, which merges one owner's
+    consecutive logs; ``wiring.py``); else the chunk in one batch, each owner's items
+    together (``on_entries_indexed`` per owner)."""
     if lone:
         it = chunk[0]
         svc.assign(refs[it.owner], it.eid, it.vector, it.ts)
+        return
+    if flush is not None:
+        with svc.batch():
+            svc.on_entries_indexed_many(flush)
         return
     with svc.batch():
         for owner, owned in by_owner.items():
@@ -359,8 +390,10 @@ def run_ours(items: Sequence[Item], settings: Settings, batch: int,
                     seq += 1
                     next_consolidation = chunk[0].ts + consolidate_days * DAY
                 by_owner = by_owner_of(chunk)
+                flush = flush_of(chunk, refs, entries) if FLUSH and batch > 1 else None
                 t0 = time.process_time()
-                place_chunk(svc, chunk, by_owner, refs, entries, lone=batch == 1)
+                place_chunk(svc, chunk, by_owner, refs, entries, lone=batch == 1,
+                            flush=flush)
                 per_item += [(time.process_time() - t0) / len(chunk)] * len(chunk)
         conn = rt.db()
         final = {r[0]: r[1] for r in conn.execute(
@@ -657,7 +690,8 @@ def _consolidated_digest(items: Sequence[Item], settings: Settings, consolidate_
             _consolidate_all(svc, rt, refs.values(), seq)
             seq += 1
             next_consolidation = chunk[0].ts + consolidate_days * DAY
-        place_chunk(svc, chunk, by_owner_of(chunk), refs, entries, lone=False)
+        place_chunk(svc, chunk, by_owner_of(chunk), refs, entries, lone=False,
+                    flush=flush_of(chunk, refs, entries) if FLUSH else None)
     return cluster_digest(rt.db())
 
 
@@ -703,8 +737,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pragma", action="append", default=[], metavar="NAME=VALUE",
                         help="run PRAGMA NAME=VALUE on system.db once opened (repeatable): "
                              "a setting of index/db.py's connect measured in place")
+    parser.add_argument("--flush", action="store_true",
+                        help="place every batch of 256 as the watcher's flush does "
+                             "(on_entries_indexed_many, one daily log per owner and day, in "
+                             "path order), not on_entries_indexed per owner")
     args = parser.parse_args(argv)
     PRAGMAS[:] = args.pragma
+    global FLUSH
+    FLUSH = args.flush
+    if args.flush:
+        print("placed as the watcher's flush: on_entries_indexed_many, one batch per daily log")
     if args.pragma:
         print(f"pragmas: {', '.join(args.pragma)}")
     settings = Settings()

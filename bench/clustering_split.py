@@ -10,7 +10,8 @@ statement after the queue fills writes it: ``_place_history``'s total holds that
 counters add ~0.5 µs a call of their own, so a step called per Episode reads high by that.
 
     python bench/clustering_split.py LOCOMO_JSON --vectors-cache vecs.npy [--scale 20] \
-        [--without-version-trigger] [--count-near] [--consolidate-days 30] [--distinct-texts]
+        [--without-version-trigger] [--count-near] [--consolidate-days 30] [--distinct-texts] \
+        [--flush]
 """
 
 from __future__ import annotations
@@ -97,6 +98,8 @@ def instrument() -> None:
     for owner, name, label in [
             (service.ClusterService, "on_entries_indexed", "on_entries_indexed"),
             (service.ClusterService, "_assign_run", "_assign_run"),
+            (service.ClusterService, "on_entries_indexed_many",
+             "on_entries_indexed_many (the watcher's flush: one call per file, merged)"),
             (matrix.UserClusters, "assign_run", "assign_run (the rule, in memory)"),
             (matrix, "_may_reach", "_may_reach (may a cluster the run changed take a version)"),
             (service.ClusterService, "_version_join", "_version_join"),
@@ -190,6 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count-near", action="store_true",
                         help="also count the Episodes asked for the join of a newer version "
                              "and those with a cluster at the version floor (slows the run)")
+    parser.add_argument("--flush", action="store_true",
+                        help="place each batch as the watcher's flush does "
+                             "(on_entries_indexed_many, one batch per daily log: "
+                             "bench_clustering.py --flush)")
     args = parser.parse_args(argv)
     settings = Settings()
     settings = replace(settings, clustering=replace(settings.clustering,
@@ -223,14 +230,11 @@ def main(argv: list[str] | None = None) -> int:
                 for counter, before in zip(counters, kept, strict=True):
                     counter.clear()  # nothing of the consolidating is counted
                     counter.update(before)
-            by_owner: dict[str, list[bc.Item]] = {}
-            for it in items[start:start + bc.BATCH]:
-                by_owner.setdefault(it.owner, []).append(it)
+            chunk = items[start:start + bc.BATCH]
+            flush = bc.flush_of(chunk, refs, entries) if args.flush else None
+            by_owner = bc.by_owner_of(chunk)
             t0 = time.process_time()
-            with svc.batch():
-                for owner, owned in by_owner.items():
-                    svc.on_entries_indexed(refs[owner], [entries[i.eid] for i in owned],
-                                           {i.eid: i.vector for i in owned})
+            bc.place_chunk(svc, chunk, by_owner, refs, entries, lone=False, flush=flush)
             total += time.process_time() - t0
     n = len(items)
     name = f"one owner x{args.scale}" if args.scale else "LoCoMo"

@@ -9,13 +9,15 @@ the process's CPU time (``time.process_time``), so other processes' load does no
 whatever function was running.
 
     python bench/profile_assign.py LOCOMO_JSON --vectors-cache vecs.npy [--scale 20] [--lone]
-        [--top 40] [--consolidate-days 30] [--part 0.9 1] [--distinct-texts]
+        [--top 40] [--consolidate-days 30] [--part 0.9 1] [--distinct-texts] [--flush]
 
 ``--consolidate-days D``: every eligible cluster consolidated every D days of stream time
 (``bench_clustering.py``'s consolidated row; the consolidating itself is not profiled).
 ``--part FROM TO``: profile only the batches starting in that fraction of the stream (``0.9 1``:
 the last tenth), the rest placed unprofiled. ``--distinct-texts``: each copy of a one-owner
-stream says its own texts (``bench_clustering.py``'s option of that name).
+stream says its own texts (``bench_clustering.py``'s option of that name). ``--flush``: each
+batch placed as the watcher's flush places it (``on_entries_indexed_many``, one batch per
+daily log; ``bench_clustering.py --flush``).
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--part", type=float, nargs=2, default=(0.0, 1.0),
                         metavar=("FROM", "TO"))
     parser.add_argument("--distinct-texts", action="store_true")
+    parser.add_argument("--flush", action="store_true",
+                        help="place each batch as the watcher's flush does "
+                             "(bench_clustering.py --flush)")
     args = parser.parse_args(argv)
     settings = Settings()
     settings = replace(settings, clustering=replace(settings.clustering, member_threshold=0.0))
@@ -75,11 +80,12 @@ def main(argv: list[str] | None = None) -> int:
                 seq += 1
                 next_consolidation = chunk[0].ts + days * bc.DAY
             by_owner = bc.by_owner_of(chunk)
+            flush = bc.flush_of(chunk, refs, entries) if args.flush and not args.lone else None
             if not args.part[0] * len(items) <= start < args.part[1] * len(items):
-                bc.place_chunk(svc, chunk, by_owner, refs, entries, lone=args.lone)
+                bc.place_chunk(svc, chunk, by_owner, refs, entries, lone=args.lone, flush=flush)
                 continue
             profile.enable()
-            bc.place_chunk(svc, chunk, by_owner, refs, entries, lone=args.lone)
+            bc.place_chunk(svc, chunk, by_owner, refs, entries, lone=args.lone, flush=flush)
             profile.disable()
             n += len(chunk)
     stats = pstats.Stats(profile)
@@ -91,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         way += f", consolidated every {args.consolidate_days:g} d"
     if args.distinct_texts:
         way += ", texts distinct per copy"
+    if args.flush and not args.lone:
+        way += ", as the watcher's flush places them"
     if tuple(args.part) != (0.0, 1.0):
         way += f", the batches from {args.part[0]:g} to {args.part[1]:g} of the stream"
     print(f"{name}, {n:,} Episodes, {way}: {total / n * 1e6:.1f} µs per Episode under cProfile")
