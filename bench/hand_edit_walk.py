@@ -4,7 +4,8 @@ cluster tables must equal those a rebuild of the same Markdown makes.
 A step is one of: add an Episode, archive one by hand (``deprecated_entries``), revive one
 (its key removed), delete one, edit one's text, move a log to another user's folder, copy
 one there, rename a user folder, run Reflection, undo a merge, write a narrative by hand
-(``--narrate``: naming a cluster its user has, else one of another user). The Markdown is
+(``--narrate``: naming a cluster its user has, else one of another user), make a narrative a
+plain Episode (``--unparent``: its ``parent_type``/``parent_id`` lines taken out). The Markdown is
 then synced as the watcher or a scan would (the touched paths in one flush, or split over
 two, or a scan). The first walk that differs prints its seed, its steps and the differing
 rows, and the script exits 1.
@@ -12,6 +13,7 @@ rows, and the script exits 1.
     .venv/bin/python bench/hand_edit_walk.py --walks 200 --steps 12 [--seed 0] [--minutes 30]
         [--reflect 2]   (the weight of a Reflection run among the 17 kinds of step: 8 for more)
         [--narrate 0]   (the weight of a narrative written by hand: 0, the walks as before)
+        [--unparent 0]  (the weight of a narrative made a plain Episode: 0, the walks as before)
         [--fresh]       (a narrative by hand may also name a cluster id no cluster holds, or
                          a parent_id that is not a cluster id; off: the walks of a seed as before)
 
@@ -62,11 +64,12 @@ USERS = ["u_andrew", "u_bob", "u_cy"]
 
 class Walk:
     def __init__(self, root: Path, rng: random.Random, reflect: int = 2,
-                 narrate: int = 0, fresh: bool = False) -> None:
+                 narrate: int = 0, fresh: bool = False, unparent: int = 0) -> None:
         self.root, self.rng = root, rng
         self.reflect = reflect  # "reflect" entries among the 17 ops (2: one step in 8.5)
         self.narrate = narrate  # "narrate" entries, after the others
         self.fresh = fresh  # a narrative may name an id no cluster holds, or no cluster id
+        self.unparent = unparent  # "unparent" entries, after the "narrate" ones
         self.rt = make_runtime(root, ExtractiveLLM())
         self.clock = datetime(2026, 8, 1, 9, tzinfo=UTC)
         self.steps: list[str] = []
@@ -83,13 +86,16 @@ class Walk:
 
     def step(self) -> list[Path]:
         """Do one random hand edit; the paths it touched."""
-        # (in this order: a seed walks the same steps as before --reflect and --narrate)
+        # (in this order: a seed walks the same steps as before --reflect, --narrate and
+        # --unparent)
         ops = ["add"] * 5 + ["archive", "revive", "delete", "edit", "move", "copy",
                              "rename"] + ["reflect"] * self.reflect + ["undo"] + \
-            ["narrate"] * self.narrate
+            ["narrate"] * self.narrate + ["unparent"] * self.unparent
         op = self.rng.choice(ops)
         if op == "narrate":
             return self.narrative_by_hand()
+        if op == "unparent":
+            return self.narrative_made_plain()
         logs = self.logs()
         if op == "add" or not logs:
             user = UserRef.of(self.rng.choice(self.users))
@@ -207,6 +213,26 @@ class Walk:
                           f"{'' if own else ' (another user)'} {subject}")
         return [self.rt.store.path_for_id(user, entry.id)]
 
+    def narrative_made_plain(self) -> list[Path]:
+        """A live narrative's ``parent_type``/``parent_id`` lines taken out by hand: a plain
+        Episode now."""
+        live = [(r[0], r[1]) for r in self.rt.db().execute(
+            "SELECT user_id, id FROM entries WHERE kind='episode' AND parent_type='cluster' "
+            "AND deprecated_by IS NULL ORDER BY 1, 2")]
+        if not live:
+            return []
+        user, entry_id = self.rng.choice(live)
+        path = self.rt.store.path_for_id(UserRef.of(user), entry_id)
+        text = path.read_text()
+        block = re.search(rf"<!-- entry:{entry_id} -->.*?<!-- /entry:{entry_id} -->", text,
+                          flags=re.S)
+        if block is None:
+            return []
+        plain = re.sub(r"parent_type: cluster\n(parent_id: [^\n]*\n)?", "", block.group(0))
+        path.write_text(text.replace(block.group(0), plain))
+        self.steps.append(f"unparent {user} {entry_id}")
+        return [path]
+
     def sync(self, touched: list[Path]) -> str:
         how = self.rng.choice(["scan", "one", "split"]) if touched else "scan"
         if how == "scan":
@@ -222,10 +248,11 @@ class Walk:
 
 #: steps after which Episodes may stay where they joined until ``recluster`` (a member
 #: deleted, archived or edited away; Episodes moved in out of time order; a source revived
-#: is placed among members later than it). Not ``reflect`` nor ``undo``: a run places the
-#: Episodes of each user it merged for as a rebuild does (``place_after_merges``), an undo
-#: those of its user (``place_after_undo``)
-KNOWN = ("edit", "delete", "archive", "move", "copy", "rename", "revive")
+#: is placed among members later than it; a narrative made plain leaves its cluster as if
+#: deleted). Not ``reflect`` nor ``undo``: a run places the Episodes of each user it merged
+#: for as a rebuild does (``place_after_merges``), an undo those of its user
+#: (``place_after_undo``)
+KNOWN = ("edit", "delete", "archive", "move", "copy", "rename", "revive", "unparent")
 
 
 def narratives(rt: Any) -> set[tuple[str, str, str, str]]:
@@ -266,6 +293,9 @@ def main() -> int:
     ap.add_argument("--narrate", type=int, default=0,
                     help="weight of a narrative written by hand among the steps (0 by "
                          "default: the walks of a seed as before)")
+    ap.add_argument("--unparent", type=int, default=0,
+                    help="weight of a narrative made a plain Episode by hand among the steps "
+                         "(0 by default: the walks of a seed as before)")
     ap.add_argument("--fresh", action="store_true",
                     help="a narrative by hand may name a cluster id no cluster holds, or a "
                          "parent_id that is not a cluster id")
@@ -281,7 +311,8 @@ def main() -> int:
         seed = args.seed + walk_no
         rng = random.Random(seed)
         with tempfile.TemporaryDirectory() as tmp:
-            walk = Walk(Path(tmp) / "root", rng, args.reflect, args.narrate, args.fresh)
+            walk = Walk(Path(tmp) / "root", rng, args.reflect, args.narrate, args.fresh,
+                        args.unparent)
             try:
                 Indexer(walk.rt).scan()
                 for n in range(args.steps):

@@ -69,7 +69,7 @@ from everos_reflect.clustering.online import (
     window_start,
 )
 from everos_reflect.errors import EverosError
-from everos_reflect.index import events, rebuild
+from everos_reflect.index import events, meta_users, rebuild
 from everos_reflect.index.db import (
     CLUSTER_KEY_OF_ID,
     cluster_key_of_id,
@@ -92,6 +92,9 @@ DAY = 86400.0
 REBUILD_GROUP = 20_000
 #: clusters kept in memory across users (~1.6 KB each at 384 dims: ~80 MB at the cap)
 MAX_CACHED_CLUSTERS = 50_000
+#: ``index_meta`` key of the users owed their placing after merges
+#: (:meth:`ClusterService.owe_placing`): noted where it becomes due, removed as each is placed
+PLACING_OWED_KEY = "placing_owed"
 
 
 class UnknownCluster(EverosError, KeyError):
@@ -783,6 +786,8 @@ class ClusterService:
                             break
                     session.finish()
                     place = session.place
+                    if place:  # owed in the transaction that makes it due: a kill keeps it
+                        self._owe(conn, place)
             except BaseException:
                 if session is not None:
                     for ref in session.touched:
@@ -805,6 +810,40 @@ class ClusterService:
         return events.held_to_pass_end(
             runtime, "clustering", set,
             lambda refs: ClusterService(runtime).place_after_merges(refs) if refs else None)
+
+    def owe_placing(self, refs: Iterable[UserRef]) -> None:
+        """Note, in a transaction of its own, that ``refs`` are owed their placing after
+        merges (:meth:`place_after_merges`): a Reflection run notes its users before it
+        commits their merges, and places them at its end. Killed in between, the process
+        leaves the note, and :meth:`settle_owed` places them (a user noted whose merge never
+        committed is placed as a rebuild would place it: nothing changes but the order a
+        ``recluster`` would give)."""
+        refs = set(refs)
+        if refs:
+            with transaction(self._db) as conn:
+                self._owe(conn, refs)
+
+    def owed_placing(self) -> list[UserRef]:
+        """The users whose placing after merges is owed (:meth:`owe_placing`), oldest first."""
+        return list(meta_users.listed(self._db, PLACING_OWED_KEY))
+
+    def settle_owed(self, also: Iterable[UserRef] = ()) -> None:
+        """Place the users owed their placing (and ``also``): what a process killed between
+        a merge, or a sync pass that founded a narrative's cluster, and the placing after
+        it left undone, which no later sync would do (the logs have not changed since)."""
+        if getattr(self.runtime, "read_only", False):
+            return  # a reader writes no index: the next writer's recovery places them
+        refs = {*self.owed_placing(), *also}
+        if refs:
+            self.place_after_merges(refs)
+
+    @staticmethod
+    def _owe(conn: sqlite3.Connection, refs: Iterable[UserRef]) -> None:
+        """Add ``refs`` to the users owed their placing, in the caller's transaction."""
+        owed = meta_users.listed(conn, PLACING_OWED_KEY)
+        new = [ref for ref in refs if ref not in owed]
+        if new:
+            meta_users.keep(conn, PLACING_OWED_KEY, [*owed, *sorted(new)])
 
     # ------------------------------------------------------------------ online path
 
@@ -884,6 +923,16 @@ class ClusterService:
                                                            consolidated_time(e.id, e.meta))
                 elif row is not None and row["deprecated_by"] is not None:
                     outcome[e.id] = self._revive(conn, ref, e.id, vec, ts, text_hash)
+                elif row is not None and self._was_narrative(conn, row):
+                    # a narrative made a plain Episode by hand (its parent_type taken out):
+                    # it leaves its cluster, as if deleted, and is placed by the rule, as a
+                    # rebuild places it; read as unchanged (its text and time are), it kept
+                    # consolidating the cluster, or stayed in it with no similarity
+                    cid = self._leave(conn, ref, e.id)
+                    if cid is not None:
+                        self._recompute(conn, ref, cid)
+                    outcome[e.id] = self._assign(conn, ref, e.id, vec, ts, text_hash,
+                                                 member=False).reason
                 elif row is not None and row["text_hash"] == text_hash and row["ts"] == ts:
                     outcome[e.id] = "unchanged"
                 else:
@@ -924,6 +973,19 @@ class ClusterService:
         with self._writing():
             for ref, entries, vectors in merged:
                 self.on_entries_indexed(ref, entries, vectors)
+
+    @staticmethod
+    def _was_narrative(conn: _Write, row: sqlite3.Row) -> bool:
+        """Is the member ``row`` of an Episode placed as a narrative: the one consolidating
+        its cluster, or one with no similarity in a consolidated cluster (a rebuild seeds it
+        with its newest narrative, and every Episode joins it with a similarity)? Asked of a
+        changed Episode already placed (an edit: rare beside the new ones), one look-up by
+        the cluster's key."""
+        found = conn.execute(f"SELECT consolidated_entry_id FROM clusters WHERE {_BY_ID}",
+                             (row["cluster_id"],)).fetchone()
+        narrative = None if found is None else found[0]
+        return narrative is not None and (narrative == row["entry_id"]
+                                          or row["similarity"] is None)
 
     def _assign_run(self, conn: _Write, ref: UserRef,
                     run: list[tuple[str, float, np.ndarray, str | None, str]],
@@ -1017,26 +1079,31 @@ class ClusterService:
             return
         with self._writing() as conn:
             conn.recheck_history(ref, ids)  # archived toward them: no successor left
-            touched: set[str] = set()
-            for eid in ids:
-                row = conn.execute(
-                    "SELECT cluster_id FROM cluster_members WHERE app_id=? AND project_id=? "
-                    "AND user_id=? AND entry_id=?", (ref.app, ref.project, ref.user_id, eid)
-                ).fetchone()
-                if row is None:
-                    continue
-                conn.hold(ref)
-                conn.execute(
-                    "DELETE FROM cluster_members WHERE app_id=? AND project_id=? AND user_id=? "
-                    "AND entry_id=?", (ref.app, ref.project, ref.user_id, eid))
-                cur = conn.execute("UPDATE clusters SET consolidated_entry_id=NULL, "
-                                   f"consolidated_at=NULL WHERE {_BY_ID} AND "
-                                   "consolidated_entry_id=?", (row["cluster_id"], eid))
-                if cur.rowcount and not self._hand_over(conn, ref, row["cluster_id"]):
-                    self._recheck_cluster_history(conn, ref, row["cluster_id"])
-                touched.add(row["cluster_id"])
+            touched = {cid for cid in (self._leave(conn, ref, eid) for eid in ids)
+                       if cid is not None}
             for cluster_id in sorted(touched):
                 self._recompute(conn, ref, cluster_id)
+
+    def _leave(self, conn: _Write, ref: UserRef, entry_id: str) -> str | None:
+        """Take ``entry_id``'s member row out of its cluster; one it consolidated is handed
+        to the newest narrative left there, else no longer consolidated (its history goes).
+        Returns the cluster's id (None: in none), for the caller to recompute."""
+        row = conn.execute(
+            "SELECT cluster_id FROM cluster_members WHERE app_id=? AND project_id=? "
+            "AND user_id=? AND entry_id=?", (ref.app, ref.project, ref.user_id, entry_id)
+        ).fetchone()
+        if row is None:
+            return None
+        conn.hold(ref)
+        conn.execute(
+            "DELETE FROM cluster_members WHERE app_id=? AND project_id=? AND user_id=? "
+            "AND entry_id=?", (ref.app, ref.project, ref.user_id, entry_id))
+        cur = conn.execute("UPDATE clusters SET consolidated_entry_id=NULL, "
+                           f"consolidated_at=NULL WHERE {_BY_ID} AND "
+                           "consolidated_entry_id=?", (row["cluster_id"], entry_id))
+        if cur.rowcount and not self._hand_over(conn, ref, row["cluster_id"]):
+            self._recheck_cluster_history(conn, ref, row["cluster_id"])
+        return str(row["cluster_id"])
 
     def on_user_gone(self, ref: UserRef) -> None:
         """``ref``'s folder is gone (removed or renamed by hand): once no Episode of theirs
@@ -1240,6 +1307,10 @@ class ClusterService:
                     planned = self._plan_user(ref, again, self._user_vectors(ref, again),
                                               now_named)
                 self._write_user(conn, ref, planned)
+                owed = meta_users.listed(conn.conn, PLACING_OWED_KEY)
+                if ref in owed:
+                    del owed[ref]
+                    meta_users.keep(conn.conn, PLACING_OWED_KEY, owed)
 
     def _user_vectors(self, ref: UserRef, rows: list[sqlite3.Row]) -> dict[str, np.ndarray]:
         """The vectors of ``rows``' live Episodes, read as :meth:`recluster` reads them (one

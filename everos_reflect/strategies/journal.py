@@ -60,7 +60,7 @@ from everos_reflect.index.audit import insert_reflection_report
 from everos_reflect.index.db import transaction, utcnow_iso
 from everos_reflect.markdown import writer
 from everos_reflect.markdown.parser import MAX_YAML_BYTES
-from everos_reflect.model import Entry, Kind, UserRef, format_timestamp
+from everos_reflect.model import Entry, Kind, UserRef, format_timestamp, meta_text
 from everos_reflect.provenance import PROVENANCE_KEY, provenance_meta
 
 if TYPE_CHECKING:
@@ -289,16 +289,8 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
     _set_step(conn, plan, NARRATIVE)
     checkpoint(NARRATIVE)
 
-    written = Counter(f.content for f in find_facts(runtime, plan))
-    missing = []
-    for fact in plan.facts:
-        if written[fact] > 0:
-            written[fact] -= 1
-            continue
-        missing.append((fact_meta(plan), {"Fact": fact}))
-    # one atomic write for all of them (not one rewrite and two fsyncs per fact)
     try:
-        store.append_many(ref, Kind.ATOMIC_FACT, missing, day=plan.day_date, withdrawable=True)
+        _write_missing_facts(runtime, plan)
     except TooLarge as exc:
         return _refused(runtime, indexer, plan, started, exc, committed=committed)
     _set_step(conn, plan, FACTS)
@@ -330,6 +322,69 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
                     duration_ms=plan.llm_ms + ms_since(started))
         merge_journal.delete(conn, plan.id)
     return Outcome("ok", plan, plan.merged_id)
+
+
+def _write_missing_facts(runtime: Runtime, plan: Plan) -> None:
+    """Write the plan's facts its narrative does not have yet (a crash may have come before,
+    or after, some of them), in one atomic write: not one rewrite and two fsyncs per fact."""
+    written = Counter(f.content for f in find_facts(runtime, plan))
+    missing = []
+    for fact in plan.facts:
+        if written[fact] > 0:
+            written[fact] -= 1
+            continue
+        missing.append((fact_meta(plan), {"Fact": fact}))
+    runtime.store.append_many(plan.ref, Kind.ATOMIC_FACT, missing, day=plan.day_date,
+                              withdrawable=True)
+
+
+def settle_copies(runtime: Runtime, indexer: Indexer, plan: Plan, *,
+                  withdraw: bool = False) -> None:
+    """Settle the merge in every other user's folder that holds a copy of it half done: its
+    narrative (the entry naming this row in its ``reflection`` key) live there, the user's
+    folder copied by hand while the merge was interrupted. Settled only where it began, the
+    copy kept the narrative live beside its live sources for good: an update merge's are its
+    previous narrative and one new Episode, which no run selects to fold it in. Each copy is
+    settled by its own logs, as recovery settles a merge: rolled forward (its facts written,
+    its unchanged sources archived toward it), or, nothing archived toward it yet and a
+    source changed there (or ``withdraw``: the merge is being abandoned), withdrawn.
+    Markdown and the index only: the clusters and the audit rows stay the first user's (the
+    narrative names the first user's cluster). Called before the merge itself is settled,
+    which deletes the row: a kill in between leaves the row, and the next start settles the
+    copies again (each step checks what is done)."""
+    for ref in runtime.store.iter_users():
+        if ref == plan.ref:
+            continue
+        copy = replace(plan, app=ref.app, project=ref.project, user_id=ref.user_id,
+                       merged_id=None, extra={})
+        path = runtime.store.log_path(ref, Kind.EPISODE, plan.day_date)
+        try:  # most users hold no log of that day, or none naming the row: not parsed
+            if not path.is_file() or not runtime.store.mentions(path, plan.id.encode()):
+                continue
+            narrative = find_narrative(runtime, copy)
+            if narrative is None or narrative.deprecated_by is not None:
+                continue
+            copy.merged_id = narrative.id
+            if not archived_toward(runtime, copy) and (
+                    withdraw or changed_sources(runtime, copy, copied_from=plan.user_id)):
+                runtime.store.deprecate(ref, {narrative.id: narrative.id, **{
+                    f.id: narrative.id for f in find_facts(runtime, copy)}})
+                how = "withdrawn"
+            else:
+                _write_missing_facts(runtime, copy)
+                _archive_sources(runtime, copy, committed=True, copied_from=plan.user_id)
+                how = "finished"
+            _sync(indexer, runtime, touched_files(runtime, copy))
+        except Exception as exc:  # that copy's alone: the merge itself is settled still
+            if runtime.root_gone():
+                raise
+            log.error("merge %s of cluster %s: cannot settle its copy in the logs of %s: %s",
+                      plan.id, plan.cluster_id, ref, describe(exc),
+                      exc_info=not isinstance(exc, EverosError))
+            continue
+        log.warning("merge %s of cluster %s: the folder of user %s was copied by hand into "
+                    "%s's while the merge was interrupted; %s there too", plan.id,
+                    plan.cluster_id, plan.ref, ref, how)
 
 
 def _deleted_after_commit(runtime: Runtime, indexer: Indexer, plan: Plan,
@@ -601,9 +656,13 @@ def check_sources(runtime: Runtime, plan: Plan) -> None:
         raise StaleSources("sources changed after Select: " + "; ".join(changed.values()))
 
 
-def changed_sources(runtime: Runtime, plan: Plan) -> dict[str, str]:
+def changed_sources(runtime: Runtime, plan: Plan, *,
+                    copied_from: str | None = None) -> dict[str, str]:
     """``{episode id: why}`` of the episodes to archive that no longer have the text the merge
-    saw (edited, deleted, or archived toward anything but this merge's narrative)."""
+    saw (edited, deleted, or archived toward anything but this merge's narrative).
+    ``copied_from``: the user the merge began for, whose folder ``plan.ref``'s is a copy of:
+    an ``owner_id`` naming ``plan.ref`` is read as that user's (a copy made the new user's
+    rewrites it, and every source counted as edited)."""
     changed: dict[str, str] = {}
     found = runtime.store.get_many(plan.ref, plan.hashes)
     for entry_id, planned in plan.hashes.items():
@@ -615,7 +674,10 @@ def changed_sources(runtime: Runtime, plan: Plan) -> dict[str, str]:
             continue
         if entry.deprecated_by is not None:
             changed[entry_id] = f"{entry_id} was archived toward {entry.deprecated_by}"
-        elif entry.content_hash != planned:
+        elif entry.content_hash != planned and not (
+                copied_from is not None and meta_text(entry.meta.get("owner_id")) == plan.user_id
+                and replace(entry, meta={**entry.meta, "owner_id": copied_from}).content_hash
+                == planned):
             changed[entry_id] = f"{entry_id} was edited"
     return changed
 
@@ -630,7 +692,8 @@ def archived_toward(runtime: Runtime, plan: Plan) -> bool:
                for e in existing_entries(runtime, plan.ref, ids))
 
 
-def _archive_sources(runtime: Runtime, plan: Plan, *, committed: bool) -> list[str]:
+def _archive_sources(runtime: Runtime, plan: Plan, *, committed: bool,
+                     copied_from: str | None = None) -> list[str]:
     """The stale check and the archiving, under the sources' file locks, so a cooperating
     writer (API, another process) cannot slip an edit in between.
 
@@ -640,11 +703,11 @@ def _archive_sources(runtime: Runtime, plan: Plan, *, committed: bool) -> list[s
     refused write came after ``archiving`` was recorded, so the merge counted as committed and
     recovery retried it every run, for ever). Committed (recovery after the point of no
     return): the unchanged entries are archived and the changed ones left live; returns why
-    each was left."""
+    each was left. ``copied_from``: as for :func:`changed_sources`."""
     assert plan.merged_id is not None
     store, ref = runtime.store, plan.ref
     with locked(runtime, [store.path_for_id(ref, i) for i in plan.hashes]):
-        changed = changed_sources(runtime, plan)
+        changed = changed_sources(runtime, plan, copied_from=copied_from)
         if changed and not committed:
             raise StaleSources("sources changed after Select: " + "; ".join(changed.values()))
         facts = [f for f in existing_entries(runtime, ref, plan.fact_ids)
@@ -838,8 +901,10 @@ def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
                               "removed or renamed by hand")
                 outcome = abandon(runtime, indexer, plan, started, status="abandoned")
             elif step == ABANDONING:
+                settle_copies(runtime, indexer, plan, withdraw=True)
                 outcome = abandon(runtime, indexer, plan, started, status="abandoned")
             else:
+                settle_copies(runtime, indexer, plan)
                 committed = resume(runtime, plan, step)
                 changed = {} if committed else changed_sources(runtime, plan)
                 if changed:

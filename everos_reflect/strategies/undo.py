@@ -51,7 +51,7 @@ from everos_reflect.index.audit import (
 )
 from everos_reflect.index.db import db_built, transaction
 from everos_reflect.index.sync import Indexer
-from everos_reflect.markdown.parser import UNDONE
+from everos_reflect.markdown.parser import UNDONE, is_entry_id
 from everos_reflect.model import Entry, EntryId, Kind, UserRef, log_name_match, not_an_episode_id
 from everos_reflect.strategies import journal
 
@@ -293,6 +293,7 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
     cascaded: list[UndoResult] = []
     later = narrative.deprecated_by
     if later is not None:
+        _refuse_archived_by_hand(runtime, ref, merged_id, later)
         if not cascade:
             raise UndoRefused(
                 f"a later merge built on {merged_id}: it was folded into {later}; undo {later} "
@@ -323,6 +324,38 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
         merge_journal.delete(runtime.db(), row_id)
     result.cascaded = cascaded
     return result
+
+
+def _refuse_archived_by_hand(runtime: Runtime, ref: UserRef, merged_id: str,
+                             later: str) -> None:
+    """Raise :class:`UndoRefused` when ``later``, what the narrative is archived toward, is no
+    merge that folded it in: a person archived it by hand (``deprecated_entries: {narrative:
+    archived}``, or toward an Episode of theirs). The refusal named ``later`` as "a later
+    merge built on" it, to undo first: a merge that does not exist, and cascading to it
+    failed. A merge it was folded into is one whose narrative, in the logs, names it among
+    its ``sources``, or, that narrative deleted by hand, one the user's audit holds."""
+    try:
+        entry: Entry | None = runtime.store.get(ref, later)
+    except (UnknownEntry, InvalidId):
+        entry = None
+    except MarkdownError:  # there, but unreadable now: the cascade's undo says why
+        return
+    if entry is not None and entry.parent_type == "cluster" and merged_id in entry.sources:
+        return
+    if entry is None and _indexed(runtime) and merge_row(runtime.db(), ref, later) is not None:
+        return
+    if entry is None:
+        what = (f"{later!r}, which is no entry id" if not is_entry_id(later)
+                else f"{later}, which no entry of user {ref} holds")
+    elif entry.parent_type == "cluster":
+        what = f"{later}, a merged narrative whose sources do not name {merged_id}"
+    else:
+        what = f"{later}, an entry that is no merge (parent_type: {entry.parent_type or 'none'})"
+    log_path = runtime.store.rel(runtime.store.path_for_id(ref, merged_id))
+    raise UndoRefused(
+        f"{merged_id} was archived by hand, not by a later merge: deprecated_entries in "
+        f"{log_path} map it to {what}; to undo its merge, remove the key {merged_id} from "
+        f"that frontmatter (it is live again), then undo {merged_id}")
 
 
 def _undo_deleted(runtime: Runtime, ref: UserRef, merged_id: str) -> UndoResult:
@@ -549,7 +582,11 @@ def finish_interrupted(runtime: Runtime) -> list[UndoResult]:
                 intent.app, intent.project, intent.user_id = (
                     holders[0].app, holders[0].project, holders[0].user_id)
                 Indexer(runtime).scan()  # the index learns of the move before the undo's sync
+            copies = _half_undone_copies(runtime, intent)
+            if copies:  # the index learns of the copies before their undo's sync
+                Indexer(runtime).scan()
             result = _apply(runtime, intent)
+            results = [result, *(_apply(runtime, copy) for copy in copies)]
         except Exception as exc:  # a log broken by hand, an OSError writing one: this
             if runtime.root_gone():  # undo's alone (the others are finished), kept for later
                 raise
@@ -559,8 +596,42 @@ def finish_interrupted(runtime: Runtime) -> list[UndoResult]:
         with transaction(conn):
             merge_journal.delete(conn, row_id)
         log.info("finished the interrupted undo of %s (%s)", intent.undo, intent.ref)
-        done.append(result)
+        for copy in copies:
+            log.warning("the interrupted undo of %s (%s) is finished in the logs of %s too: "
+                        "its folder was copied there by hand while the undo was half done "
+                        "(the narrative live beside the entries it restores)", intent.undo,
+                        intent.ref, copy.ref)
+        done.extend(results)
     return done
+
+
+def _half_undone_copies(runtime: Runtime, intent: _Intent) -> list[_Intent]:
+    """The undo to finish in each other user whose logs hold a copy of it half done: the
+    narrative live, a merge of the undo's sources, beside an entry the undo restores, live
+    again (the user's folder copied by hand while the undo was interrupted). Finished only in
+    the folder it began in, the copy kept a live narrative beside its live sources for good:
+    an update merge's restored sources are its previous narrative and one new Episode, a
+    cluster of one that no run selects, so no merge ever folded the copy's narrative in. A
+    copy made before the undo began (the sources still archived toward the narrative) is a
+    merge of that user's, and stays. The copy's ``cluster_id`` names a cluster of the first
+    user's: none is handed back there; naming it tells a copy from another user's merge that
+    has the same ids (ids are unique per user only)."""
+    restore = [i for i in intent.restore if EntryId.parse(i).kind is Kind.EPISODE]
+    if intent.cluster_id is None or not restore:
+        return []
+    copies = []
+    for ref in runtime.store.iter_users():
+        if ref == intent.ref or not _holds_narrative(runtime, ref, intent, live=True,
+                                                     cluster_id=intent.cluster_id):
+            continue
+        try:
+            found = runtime.store.get_many(ref, restore)
+        except (MarkdownError, OSError, ValueError):
+            continue
+        if any(e.deprecated_by is None for e in found.values()):
+            copies.append(_Intent(**{**asdict(intent), "app": ref.app, "project": ref.project,
+                                     "user_id": ref.user_id, "cluster_id": None}))
+    return copies
 
 
 def _holders_if_moved(runtime: Runtime, intent: _Intent) -> list[UserRef] | None:
@@ -583,14 +654,18 @@ def _holders_if_moved(runtime: Runtime, intent: _Intent) -> list[UserRef] | None
     return None if here and not holders else holders
 
 
-def _holds_narrative(runtime: Runtime, ref: UserRef, intent: _Intent) -> bool:
-    """Whether ``ref``'s logs hold the undo's narrative: a merge of its sources."""
+def _holds_narrative(runtime: Runtime, ref: UserRef, intent: _Intent, *,
+                     live: bool = False, cluster_id: str | None = None) -> bool:
+    """Whether ``ref``'s logs hold the undo's narrative: a merge of its sources (``live``:
+    and not archived; ``cluster_id``: of that cluster)."""
     try:
         entry = runtime.store.get(ref, intent.undo)
     except (UnknownEntry, MarkdownError):
         return False
     return entry.parent_type == "cluster" and bool(entry.sources) \
-        and set(entry.sources) <= set(intent.sources)
+        and set(entry.sources) <= set(intent.sources) \
+        and not (live and entry.deprecated_by is not None) \
+        and (cluster_id is None or entry.parent_id == cluster_id)
 
 
 def _holds_undo(runtime: Runtime, ref: UserRef, intent: _Intent) -> bool:
