@@ -69,7 +69,7 @@ from everos_reflect.clustering.online import (
     window_start,
 )
 from everos_reflect.errors import EverosError
-from everos_reflect.index import events, rebuild
+from everos_reflect.index import events, meta_users, rebuild
 from everos_reflect.index.db import (
     CLUSTER_KEY_OF_ID,
     cluster_key_of_id,
@@ -92,6 +92,9 @@ DAY = 86400.0
 REBUILD_GROUP = 20_000
 #: clusters kept in memory across users (~1.6 KB each at 384 dims: ~80 MB at the cap)
 MAX_CACHED_CLUSTERS = 50_000
+#: ``index_meta`` key of the users owed their placing after merges
+#: (:meth:`ClusterService.owe_placing`): noted where it becomes due, removed as each is placed
+PLACING_OWED_KEY = "placing_owed"
 
 
 class UnknownCluster(EverosError, KeyError):
@@ -783,6 +786,8 @@ class ClusterService:
                             break
                     session.finish()
                     place = session.place
+                    if place:  # owed in the transaction that makes it due: a kill keeps it
+                        self._owe(conn, place)
             except BaseException:
                 if session is not None:
                     for ref in session.touched:
@@ -805,6 +810,40 @@ class ClusterService:
         return events.held_to_pass_end(
             runtime, "clustering", set,
             lambda refs: ClusterService(runtime).place_after_merges(refs) if refs else None)
+
+    def owe_placing(self, refs: Iterable[UserRef]) -> None:
+        """Note, in a transaction of its own, that ``refs`` are owed their placing after
+        merges (:meth:`place_after_merges`): a Reflection run notes its users before it
+        commits their merges, and places them at its end. Killed in between, the process
+        leaves the note, and :meth:`settle_owed` places them (a user noted whose merge never
+        committed is placed as a rebuild would place it: nothing changes but the order a
+        ``recluster`` would give)."""
+        refs = set(refs)
+        if refs:
+            with transaction(self._db) as conn:
+                self._owe(conn, refs)
+
+    def owed_placing(self) -> list[UserRef]:
+        """The users whose placing after merges is owed (:meth:`owe_placing`), oldest first."""
+        return list(meta_users.listed(self._db, PLACING_OWED_KEY))
+
+    def settle_owed(self, also: Iterable[UserRef] = ()) -> None:
+        """Place the users owed their placing (and ``also``): what a process killed between
+        a merge, or a sync pass that founded a narrative's cluster, and the placing after
+        it left undone, which no later sync would do (the logs have not changed since)."""
+        if getattr(self.runtime, "read_only", False):
+            return  # a reader writes no index: the next writer's recovery places them
+        refs = {*self.owed_placing(), *also}
+        if refs:
+            self.place_after_merges(refs)
+
+    @staticmethod
+    def _owe(conn: sqlite3.Connection, refs: Iterable[UserRef]) -> None:
+        """Add ``refs`` to the users owed their placing, in the caller's transaction."""
+        owed = meta_users.listed(conn, PLACING_OWED_KEY)
+        new = [ref for ref in refs if ref not in owed]
+        if new:
+            meta_users.keep(conn, PLACING_OWED_KEY, [*owed, *sorted(new)])
 
     # ------------------------------------------------------------------ online path
 
@@ -1268,6 +1307,10 @@ class ClusterService:
                     planned = self._plan_user(ref, again, self._user_vectors(ref, again),
                                               now_named)
                 self._write_user(conn, ref, planned)
+                owed = meta_users.listed(conn.conn, PLACING_OWED_KEY)
+                if ref in owed:
+                    del owed[ref]
+                    meta_users.keep(conn.conn, PLACING_OWED_KEY, owed)
 
     def _user_vectors(self, ref: UserRef, rows: list[sqlite3.Row]) -> dict[str, np.ndarray]:
         """The vectors of ``rows``' live Episodes, read as :meth:`recluster` reads them (one

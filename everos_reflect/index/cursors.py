@@ -14,6 +14,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from everos_reflect.index import meta_users
 from everos_reflect.index.db import transaction, utcnow_iso
 from everos_reflect.model import UserRef
 
@@ -116,14 +117,13 @@ def follow_moved(conn: sqlite3.Connection, held: Iterable[tuple[str, str]],
         if _has_rows(conn, owner):
             pending[owner] = None  # the latest last
     kept = list(pending)[-MAX_PENDING:]
-    conn.execute("INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)",
-                 (PENDING_KEY, json.dumps([[r.app, r.project, r.user_id] for r in kept])))
+    meta_users.keep(conn, PENDING_KEY, kept)
     return moved
 
 
 def owners(conn: sqlite3.Connection) -> list[UserRef]:
     """Every user a cursor row names (a name edited by hand into no valid name left out)."""
-    return [ref for ref in map(_ref, conn.execute(
+    return [ref for ref in map(meta_users.user_of, conn.execute(
         "SELECT DISTINCT app_id, project_id, user_id FROM change_cursor")) if ref is not None]
 
 
@@ -157,13 +157,7 @@ def _follow(conn: sqlite3.Connection, owner: UserRef,
 
 def _pending(conn: sqlite3.Connection) -> dict[UserRef, None]:
     """The users of :data:`PENDING_KEY`, oldest first (a value edited into no list: none)."""
-    row = conn.execute("SELECT value FROM index_meta WHERE key = ?", (PENDING_KEY,)).fetchone()
-    try:
-        listed = json.loads(row[0]) if row is not None else []
-        refs = [_ref(item) for item in listed if isinstance(item, list) and len(item) == 3]
-    except (ValueError, TypeError):
-        return {}
-    return dict.fromkeys(ref for ref in refs if ref is not None)
+    return meta_users.listed(conn, PENDING_KEY)
 
 
 def _indexed(conn: sqlite3.Connection, ref: UserRef) -> bool:
@@ -189,14 +183,6 @@ def _names_any(conn: sqlite3.Connection, ref: UserRef, pairs: Sequence[tuple[str
         "AND text_hash IN (SELECT json_extract(value, '$[1]') FROM json_each(?)) LIMIT 1",
         (ref.app, ref.project, ref.user_id, json.dumps(pairs), json.dumps(pairs))
     ).fetchone() is not None
-
-
-def _ref(row: Sequence[str]) -> UserRef | None:
-    """The user a row names; None for a name edited by hand into no valid name."""
-    try:
-        return UserRef(str(row[0]), str(row[1]), str(row[2]))
-    except (ValueError, TypeError):  # InvalidId
-        return None
 
 
 # -- commit intents: a tier's commit in flight -----------------------------------------------

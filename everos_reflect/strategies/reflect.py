@@ -244,8 +244,10 @@ class ReflectEpisodes(Strategy):
             counts[f"recovered_{outcome.status}"] += 1
             if outcome.status == "ok":
                 merged.add(outcome.plan.ref)
-        # as a run's own merges (ReflectionRun.run): the next run may merge nothing of theirs
-        ClusterService(runtime).place_after_merges(merged)
+        # as a run's own merges (ReflectionRun.run): the next run may merge nothing of theirs;
+        # and the users whose placing a process killed after their merges (or after a sync
+        # pass that founded a narrative's cluster) left owed
+        ClusterService(runtime).settle_owed(merged)
         return dict(counts)
 
     def has_interrupted(self, root: Path) -> bool:
@@ -310,8 +312,9 @@ class ReflectionRun:
         with self.rt.store.holding_more_parses():
             self._merge_all(indexer, self.ctx.llm,  # every call charged to the run's limits
                             self._selections(ClusterService(self.rt)))
-        # as a reindex places them, now that narratives stand for their sources
-        ClusterService(self.rt).place_after_merges(self._merged_users)
+        # as a reindex places them, now that narratives stand for their sources (and the
+        # users a killed run or sync pass still owed)
+        ClusterService(self.rt).settle_owed(self._merged_users)
         return dict(self.counts)
 
     def _selections(self, clusters: ClusterService) -> Iterator[Selection]:
@@ -652,6 +655,9 @@ class ReflectionRun:
     def _commit(self, indexer: Indexer, plans: list[tuple[journal.Plan, _Prepared]]) -> None:
         """Commit checked plans together; a merge interrupted half-way keeps its journal row
         (nothing half-done is lost: the next run recovers it)."""
+        # the placing at the run's end is owed before the merges commit: a kill after them
+        # leaves the note for the next recovery, which places them as this run would have
+        ClusterService(self.rt).owe_placing({p.ref for p, _ in plans})
         outcomes = journal_batch.commit_many(self.rt, indexer, [p for p, _ in plans])
         for outcome, (plan, prepared) in zip(outcomes, plans, strict=True):
             status = outcome.status
