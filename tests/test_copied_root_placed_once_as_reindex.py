@@ -33,8 +33,11 @@ CHESS = [(f"2026-10-0{d}T10:00:00+00:00", "Andrew plays chess",
           f"Andrew played chess with Sam at the club on Sunday, game {d}.") for d in (1, 2, 3)]
 
 
-def test_a_copied_root_s_first_scan_places_each_user_once_as_a_reindex(
-        root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def copied_merged_root(root: Path, copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two merges of Andrew's, each narrative in a log of its own, then two Episodes written
+    after the merges and dated before their narratives' logs (a rebuild seeds each
+    narrative's cluster first, and the Episode joins it); ``root`` copied to ``copy``
+    without its index."""
     rt = make_runtime(root, ExtractiveLLM())
     try:
         seed_pets(rt)
@@ -46,8 +49,6 @@ def test_a_copied_root_s_first_scan_places_each_user_once_as_a_reindex(
         Indexer(rt).scan()
         merge_on(monkeypatch, date(2026, 10, 4))  # the second narrative in a log of its own
         assert run_reflection(rt, "run_chess")["merged"] == 1
-        # written after the merges, dated before their narratives' logs: a rebuild seeds
-        # each narrative's cluster first, and the Episode joins it
         add_episode(rt, ANDREW, "2026-09-10T10:00:00+00:00", "Andrew's dogs",
                     "Andrew walks his two dogs, Toby and Buddy, every morning.")
         add_episode(rt, ANDREW, "2026-10-03T18:00:00+00:00", "Andrew plays chess",
@@ -57,8 +58,13 @@ def test_a_copied_root_s_first_scan_places_each_user_once_as_a_reindex(
                     if e.parent_type == "cluster"]) == 2
     finally:
         rt.close()
-    copy = tmp_path / "copy"
     shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".index"))
+
+
+def test_a_copied_root_s_first_scan_places_each_user_once_as_a_reindex(
+        root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    copy = tmp_path / "copy"
+    copied_merged_root(root, copy, monkeypatch)
 
     placed: list[list[UserRef]] = []
     original = ClusterService.place_after_merges

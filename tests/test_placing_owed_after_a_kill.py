@@ -11,8 +11,6 @@ recovery that ``serve`` runs at start-up and every Reflection run runs first pla
 
 from __future__ import annotations
 
-import shutil
-from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +20,9 @@ from everos_reflect.clustering.service import ClusterService
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
 from everos_reflect.strategies.reflect import ReflectEpisodes
-from tests.reflect_fixtures import (
-    ANDREW,
-    add_episode,
-    make_runtime,
-    merge_on,
-    run_reflection,
-    seed_pets,
-)
+from tests.reflect_fixtures import ANDREW, add_episode, make_runtime, run_reflection, seed_pets
 from tests.test_cluster_history_as_reindex import as_reindexed, cluster_tables
+from tests.test_copied_root_placed_once_as_reindex import copied_merged_root
 
 pytestmark = pytest.mark.usefixtures("settle_at_once")
 
@@ -73,35 +65,6 @@ def test_a_run_killed_before_its_end_placing_is_placed_by_the_next_recovery(
         assert ClusterService(rt).owed_placing() == []
     finally:
         rt.close()
-
-
-CHESS = [(f"2026-10-0{d}T10:00:00+00:00", "Andrew plays chess",
-          f"Andrew played chess with Sam at the club on Sunday, game {d}.") for d in (1, 2, 3)]
-
-
-def copied_merged_root(root: Path, copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Two merges of Andrew's, then two Episodes dated before their narratives' logs (a
-    rebuild seeds each narrative's cluster first, and each joins it), copied without its
-    index (tests/test_copied_root_placed_once_as_reindex.py)."""
-    rt = make_runtime(root, ExtractiveLLM())
-    try:
-        seed_pets(rt)
-        Indexer(rt).scan()
-        merge_on(monkeypatch, date(2026, 9, 20))
-        assert run_reflection(rt, "run_pets")["merged"] == 1
-        for ts, subject, content in CHESS:
-            add_episode(rt, ANDREW, ts, subject, content)
-        Indexer(rt).scan()
-        merge_on(monkeypatch, date(2026, 10, 4))
-        assert run_reflection(rt, "run_chess")["merged"] == 1
-        add_episode(rt, ANDREW, "2026-09-10T10:00:00+00:00", "Andrew's dogs",
-                    "Andrew walks his two dogs, Toby and Buddy, every morning.")
-        add_episode(rt, ANDREW, "2026-10-03T18:00:00+00:00", "Andrew plays chess",
-                    "Andrew played chess with Sam at the club on Sunday, game 4.")
-        Indexer(rt).scan()
-    finally:
-        rt.close()
-    shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".index"))
 
 
 def test_a_scan_killed_before_its_pass_end_placing_is_placed_by_the_next_recovery(
