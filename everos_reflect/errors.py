@@ -133,15 +133,19 @@ class ConfigError(EverosError):
         super().__init__("invalid configuration: " + "; ".join(lines))
 
 
+def file_at(path: object, line: int) -> str:
+    """Where a problem is, as ``lint``, errors and diagnostics all say it: ``path:line``, or
+    the path alone for a problem of the whole file (line 0: a symlink leading out of the
+    root, a lock not had, a file too large): "episode-….md:0: …" named a line no file has."""
+    return f"{path}:{line}" if line > 0 else str(path)
+
+
 class MarkdownError(EverosError):
     """A daily-log file that cannot be parsed well enough to be changed safely."""
 
     def __init__(self, path: str, line: int, reason: str) -> None:
         self.path, self.line, self.reason = path, line, reason
-        # a problem of the whole file (a symlink leading out of the root, a lock not had)
-        # names no line, as lint says it: "episode-….md:0: not writing this file" named a
-        # line no file has
-        super().__init__(f"{path}:{line}: {reason}" if line > 0 else f"{path}: {reason}")
+        super().__init__(f"{file_at(path, line)}: {reason}")
 
 
 class TooLarge(EverosError):

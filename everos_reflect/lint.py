@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from everos_reflect.errors import ConfigError
+from everos_reflect.errors import ConfigError, file_at
 from everos_reflect.fileio import broken_link, denied_folder, os_reason, what_stands
 from everos_reflect.markdown.marks import foreign_mark_message, frontmatter_line
 from everos_reflect.markdown.parser import UNDONE, is_entry_id
@@ -73,9 +73,8 @@ class Problem:
     severity: str = "error"
 
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
         suffix = " (warning)" if self.severity == "warning" else ""
-        return f"{where}: {self.message}{suffix}"
+        return f"{file_at(self.file, self.line)}: {self.message}{suffix}"
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: a byte of a path that is not UTF-8 written ``\\xff``

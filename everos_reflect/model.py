@@ -17,7 +17,7 @@ from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import Any
 
-from everos_reflect.errors import InvalidEpisode, InvalidId
+from everos_reflect.errors import InvalidEpisode, InvalidId, file_at
 
 DEFAULT_APP = "default_app"
 DEFAULT_PROJECT = "default_project"
@@ -921,10 +921,7 @@ class Diagnostic:
     severity: str = "error"  # "error": not indexed / skipped; "warning": indexed anyway
 
     def __str__(self) -> str:
-        # a problem of the whole file (too large, not UTF-8 before any line) names no line,
-        # as lint says it: "….md:0: fatal: …" named a line no file has
-        where = f"{self.path}:{self.line}" if self.line > 0 else self.path
-        return f"{where}: {self.severity}: {self.message}"
+        return f"{file_at(self.path, self.line)}: {self.severity}: {self.message}"
 
 
 @dataclass
