@@ -14,17 +14,22 @@ refused: the clusters would differ).
 
     python bench/version_join_cost.py LOCOMO_JSON --vectors-cache vecs.npy --calls calls.json
         [--scale 20] [--repeated-texts] [--tree OLD --tree .] [--rounds 3] [--repeat 3]
+        [--profile 30]
 
 ``--calls``: where the recorded calls go (written when missing, read otherwise: record once,
 replay in any tree). Printed per tree and round: the least CPU-ms over ``--repeat`` passes of
-each function's calls, and the two together per Episode of the stream.
+each function's calls, and the two together per Episode of the stream. ``--profile N``: one
+more cold pass in this checkout under cProfile, its N functions of most cumulative time (where
+to look, not what a change gains: cProfile charges every Python call).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
+import pstats
 import sys
 import time
 from dataclasses import replace
@@ -81,6 +86,21 @@ def forget() -> None:
         extractive._VERSION_TEXTS_HELD[0] = 0
 
 
+def profile(calls_path: str, top: int) -> None:
+    """One cold pass of the recorded calls under cProfile (CPU time), its ``top`` functions
+    by cumulative time printed."""
+    from everos_reflect.llm.extractive import tells_change, tells_newer_version
+
+    calls = json.loads(Path(calls_path).read_text())["calls"]
+    forget()
+    prof = cProfile.Profile(time.process_time)
+    prof.enable()
+    for kind, a, b, _ in calls:
+        tells_change(a) if kind == "change" else tells_newer_version(a, b)
+    prof.disable()
+    pstats.Stats(prof).sort_stats("cumulative").print_stats(top)
+
+
 def measure(calls_path: str, repeat: int) -> dict[str, Any]:
     """The recorded calls replayed ``repeat`` times, cold each time: least CPU-ms each."""
     from everos_reflect.llm.extractive import tells_change, tells_newer_version
@@ -101,9 +121,11 @@ def measure(calls_path: str, repeat: int) -> dict[str, Any]:
         for kind in best:
             best[kind] = min(best[kind], spent[kind])
     counts = {k: sum(1 for c in calls if c[0] == k) for k in best}
-    return {"tells_change_calls": counts["change"],
+    yes = {k: sum(1 for c in calls if c[0] == k and c[3]) for k in best}
+    return {"tells_change_calls": counts["change"], "tells_change_yes": yes["change"],
             "tells_change_ms": round(best["change"] * 1000, 1),
             "tells_newer_version_calls": counts["newer"],
+            "tells_newer_version_yes": yes["newer"],
             "tells_newer_version_ms": round(best["newer"] * 1000, 1),
             "us_per_episode": round(sum(best.values()) / episodes * 1e6, 1),
             "episodes": episodes, "load": round(os.getloadavg()[0], 1)}
@@ -121,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="source tree to time (repeat); default: this checkout")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--profile", type=int, default=0, metavar="N")
     args = ap.parse_args(argv)
     here = Path(__file__).resolve().parent.parent
     if not args.calls.exists():
@@ -133,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         for tree in trees:
             row = call_in_tree(tree.resolve(), "version_join_cost", call)
             print(json.dumps({"round": r + 1, **row}), flush=True)
+    if args.profile:
+        profile(str(args.calls), args.profile)
     return 0
 
 
