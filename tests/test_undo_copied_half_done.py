@@ -3,10 +3,12 @@ copied by hand into another user's before the next start. The start finished the
 first folder only: the copy kept the update's narrative live beside the two entries it had
 merged (the previous narrative and one new Episode), for good, as no run selects that cluster
 of one Episode to fold it in. The copy now gets what the first folder gets: the undo finished
-there too. A copy made before the undo began is a whole merge, and stays one."""
+there too. A copy made before the undo began is a whole merge, and stays one. And the start
+that finishes an undo warns when the narrative it archives held a person's edits."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 
@@ -117,5 +119,27 @@ def test_a_folder_copied_before_the_undo_began_keeps_its_merge(
         bob = check_invariants(rt, BOB)
         assert bob[update.id].deprecated_by is None
         assert bob[first.id].deprecated_by == bob[fourth.id].deprecated_by == update.id
+    finally:
+        rt.close()
+
+
+def test_an_interrupted_undo_finished_at_start_warns_of_the_narratives_hand_edits(
+        root: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The killed ``undo`` would have said "edited by hand"; the start that finished it said
+    nothing above INFO, and the person's edits stayed archived with the narrative unnoticed."""
+    rt, _, _, update = update_merged(root)
+    kill_undo_after_restoring(rt, monkeypatch, update)
+    log = rt.store.path_for_id(ANDREW, update.id)
+    text = log.read_text()
+    block = text.index(f"<!-- entry:{update.id} -->")  # the first merge's log too
+    log.write_text(text[:block] + text[block:].replace("## Content\n", "## Content\n"
+                                                       "Rex is deaf. ", 1))
+
+    with caplog.at_level(logging.WARNING):
+        rt = restarted(rt, root)
+    try:
+        assert check_invariants(rt)[update.id].deprecated_by == UNDONE
+        assert (f"the interrupted undo of {update.id} (default_app/default_project/u_andrew) "
+                "archived the narrative with the edits a person made") in caplog.text
     finally:
         rt.close()

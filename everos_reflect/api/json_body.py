@@ -47,8 +47,13 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return seen
 
 
+class NotAJSONNumber(ValueError):
+    """A number JSON has no words for (``NaN``, ``Infinity``) or one past what a float holds
+    (``1e400``), named as written; the HTTP API and MCP refuse it alike."""
+
+
 def _no_constant(name: str) -> NoReturn:
-    _refuse(f"{name} is not a JSON number")
+    raise NotAJSONNumber(f"{name} is not a JSON number")
 
 
 def _finite_float(text: str) -> float:
@@ -58,9 +63,21 @@ def _finite_float(text: str) -> float:
     nobody sent)."""
     value = float(text)
     if math.isinf(value):
-        _refuse(f"the number {_quoted(text)} is too large to be read (past "
-                f"{sys.float_info.max:.4g})")
+        raise NotAJSONNumber(f"the number {_quoted(text)} is too large to be read (past "
+                             f"{sys.float_info.max:.4g})")
     return value
+
+
+def number_problem(text: str) -> str | None:
+    """Why the JSON ``text`` holds a number it may not (:class:`NotAJSONNumber`), else
+    ``None`` (also when it is no JSON at all: that is another problem)."""
+    try:
+        json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+    except NotAJSONNumber as exc:
+        return str(exc)
+    except (ValueError, RecursionError):
+        return None
+    return None
 
 
 def parse_json_body(raw: bytes) -> Any:
@@ -81,6 +98,8 @@ def parse_json_body(raw: bytes) -> Any:
     try:
         return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant,
                           parse_float=_finite_float)
+    except NotAJSONNumber as exc:
+        _refuse(str(exc))
     except json.JSONDecodeError as exc:
         # json's "Invalid control character at" and "Unterminated string starting at" end
         # in "at": they read "… at at line 1, column 13", naming no character

@@ -424,6 +424,8 @@ class BoundedLines:
                 held = _with_lone_surrogate(text) if _SURROGATE_ESCAPE.search(line) else None
                 if held is None:
                     held = _with_key_twice(text)
+                if held is None and _ODD_NUMBER.search(line):
+                    held = _with_unread_number(text)
                 if held is None:
                     return text
                 self._count += 1
@@ -489,6 +491,40 @@ def _key_twice(data: Any) -> tuple[str, str] | None:
         elif isinstance(value, list):
             stack.extend((item, f"{where}[{i}]") for i, item in reversed(list(enumerate(value))))
     return None
+
+
+#: What a number JSON has no words for looks like on a line (``NaN``, ``Infinity``, an
+#: exponent of three digits, 309 digits in a row): only such a line is read again.
+_ODD_NUMBER = re.compile(rb"NaN|Infinity|[0-9][eE][+-]?[0-9]{3}|[0-9]{309}")
+
+
+class _Unread(dict[str, Any]):
+    """A message holding a number JSON has no words for (``NaN``, ``Infinity``) or one past
+    what a float holds (``1e400``); ``problem`` names it as the HTTP API does. The SDK's
+    parser read them, and a tool said "top_k: must be an integer, got a number: Infinity"
+    of a ``1e400`` nobody sent as that."""
+
+    problem = ""
+
+
+def _with_unread_number(line: str) -> dict[str, Any] | None:
+    """The message on ``line`` marked with its problem (:class:`_Unread`) when it is a JSON
+    object holding such a number (:func:`~everos_reflect.api.json_body.number_problem`),
+    else ``None``."""
+    from everos_reflect.api.json_body import number_problem
+
+    problem = number_problem(line)
+    if problem is None:
+        return None
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    marked = _Unread(data)
+    marked.problem = problem
+    return marked
 
 
 def _with_key_twice(line: str) -> dict[str, Any] | None:
@@ -805,6 +841,18 @@ def _twice_answer(element: dict[str, Any]) -> types.JSONRPCError | None:
                 f"({where})", data={"code": "invalid_request"}))
 
 
+def _number_answer(element: _Unread) -> types.JSONRPCError:
+    """The answer to a message holding a number JSON has no words for, in the HTTP API's
+    words, with the request's id."""
+    ident = element.get("id")
+    if not isinstance(ident, int | str) or isinstance(ident, bool):
+        ident = None
+    return types.JSONRPCError(jsonrpc="2.0", id=ident, error=types.ErrorData(
+        code=types.INVALID_REQUEST,
+        message=f"invalid request: the message is not valid JSON: {element.problem}",
+        data={"code": "invalid_request"}))
+
+
 def _element(element: Any) -> tuple[Any, types.JSONRPCError | None]:
     """A parsed element of a batch (or a line the transport refused) as ``(message, None)``
     to pass on, or ``(None, answer)``: the error for what is no usable message (``None``
@@ -816,6 +864,8 @@ def _element(element: Any) -> tuple[Any, types.JSONRPCError | None]:
     refused = _surrogate_answer(element) if isinstance(element, dict) else None
     if refused is None and isinstance(element, dict):
         refused = _twice_answer(element)
+    if refused is None and isinstance(element, _Unread):
+        refused = _number_answer(element)
     if refused is not None:  # a notification is never answered, only not passed on
         return None, refused if "id" in element else None
     try:

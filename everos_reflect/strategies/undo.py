@@ -596,6 +596,12 @@ def finish_interrupted(runtime: Runtime) -> list[UndoResult]:
         with transaction(conn):
             merge_journal.delete(conn, row_id)
         log.info("finished the interrupted undo of %s (%s)", intent.undo, intent.ref)
+        for finished in results:
+            if finished.edited_by_hand:  # the command that would have said so was killed
+                log.warning("the interrupted undo of %s (%s) archived the narrative with the "
+                            "edits a person made to its Content after the merge (still in its "
+                            "log, archived `undone`): add them again as an Episode to keep "
+                            "them searchable", intent.undo, finished.ref)
         for copy in copies:
             log.warning("the interrupted undo of %s (%s) is finished in the logs of %s too: "
                         "its folder was copied there by hand while the undo was half done "
