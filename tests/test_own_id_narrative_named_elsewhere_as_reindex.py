@@ -22,12 +22,11 @@ from everos_reflect.model import UserRef
 from everos_reflect.runtime import Runtime
 from tests.reflect_fixtures import ANDREW, add_episode, make_runtime
 from tests.test_cluster_history_as_reindex import as_reindexed, cluster_tables, cut_by_hand
+from tests.test_freed_own_id_narrative_as_reindex import BOB, DOGS, own_id_held_by_andrew
 
 pytestmark = pytest.mark.usefixtures("settle_at_once")
 
-BOB = UserRef.of("u_bob")  # after u_andrew, before u_cy in a rebuild
-CY = UserRef.of("u_cy")
-DOGS = ("Andrew's dogs", "Andrew adopted a dog named Toby, then Buddy; he walks both dogs.")
+CY = UserRef.of("u_cy")  # after u_bob in a rebuild
 
 
 def holders(rt: Runtime) -> list[tuple[str, str, str | None]]:
@@ -45,14 +44,7 @@ def test_an_own_id_freed_while_a_later_user_claims_it_goes_to_the_earlier_narrat
     Bob's stayed in no cluster."""
     rt = make_runtime(root, ExtractiveLLM())
     try:
-        bobs = add_episode(rt, BOB, "2026-08-01T10:00:00+00:00", *DOGS, parent_type="cluster",
-                           parent_id="my notes")
-        Indexer(rt).scan()
-        own = cluster_id_for(BOB.app, BOB.project, BOB.user_id, bobs.id)
-        andrews = add_episode(rt, ANDREW, "2026-08-02T10:00:00+00:00", *DOGS,
-                              parent_type="cluster", parent_id=own)
-        Indexer(rt).scan()
-        assert cluster_tables(rt) == as_reindexed(rt, tmp_path / "held")
+        bobs, own, andrews = own_id_held_by_andrew(rt, tmp_path)
 
         cut = cut_by_hand(rt, ANDREW, andrews.id)
         cys = add_episode(rt, CY, "2026-08-03T10:00:00+00:00", *DOGS, parent_type="cluster",
