@@ -1646,6 +1646,18 @@ class ClusterService:
             # those unlike it found clusters of their own. A merge's narrative is placed so
             # once its run is done (place_after_merges)
             conn.place.add(ref)
+        elif (row is not None and row["text_hash"] is not None
+              and row["text_hash"] != text_hash and ref not in conn.place
+              and not self._merging(conn, ref, cid)
+              and (conn.execute(
+                  f"SELECT 1 FROM cluster_members WHERE {_OF_CLUSTER} AND deprecated_by IS "
+                  "NULL AND entry_id != ? LIMIT 1", (cid, entry_id)).fetchone()
+                   or self._draws_an_episode(conn, ref, _Cluster.new(cid, vec, ts, entry_id)))):
+            # its text edited by hand: a rebuild seeds the cluster with the new vector before
+            # it places any Episode, so one like the new text joins it, and those placed
+            # against the old one (its cluster's members) are placed after it anew. Alone
+            # in its cluster and like no Episode, it drew none and draws none: nothing moves
+            conn.place.add(ref)
         if cluster["consolidated_entry_id"] is None:
             # consolidated now: what was archived toward a live member is history here
             conn.recheck_history(ref, [r["entry_id"] for r in conn.execute(
