@@ -14,7 +14,6 @@ import json
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-
 #: Most digits of a declared length shown as written; past them ``9.99e+4999``, as
 #: :func:`~everos_reflect.problem_words.shown_number` shows a long number.
 _SHOWN_DIGITS = 15
