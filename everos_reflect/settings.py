@@ -990,18 +990,34 @@ def setting_rows(root: str | os.PathLike[str], section: str,
 
 def _shown_setting(section: str, key: str, value: Any) -> Any:
     """``value`` as ``settings`` may print it: a secret as ``(set)`` (or None, not set), a URL
-    with ``***`` for a password in it."""
+    as :func:`_shown_url` writes it."""
     if value in (None, ""):
         return None
     if (section, key) in SECRET_KEYS:
         return "(set)"
     if (section, key) in URL_KEYS and isinstance(value, str):
-        parts = urlsplit(value)
-        if parts.password is not None:
-            netloc = f"{parts.username or ''}:***@{parts.hostname or ''}"
-            netloc += f":{parts.port}" if parts.port is not None else ""
-            return urlunsplit(parts._replace(netloc=netloc))
+        return _shown_url(value)
     return value
+
+
+def _shown_url(url: str) -> str:
+    """``url`` with ``***`` for its password and for the values of its query string and
+    fragment, as every error writes a URL (:func:`~everos_reflect.model.redacted_url`), its
+    user name and host kept as written: ``http://me:***@[::1]:8080/v1?api_key=***``. It
+    masked the password alone, so a key given in the query string (as some gateways take
+    it) was printed in clear, and the host was rebuilt from its parts, which dropped an IPv6
+    host's brackets (``me:***@::1:8080``)."""
+    parts = urlsplit(url)
+    user, at, host = parts.netloc.rpartition("@")
+    if at and ":" in user:
+        user = f"{user.split(':', 1)[0]}:***"
+    shown = urlunsplit(parts._replace(netloc=f"{user}{at}{host}", query="", fragment=""))
+    if parts.query or "?" in url:
+        shown += "?" + "&".join(f"{p.split('=', 1)[0]}=***" if "=" in p else "***" if p else ""
+                                for p in parts.query.split("&"))
+    if parts.fragment or "#" in url:
+        shown += "#" + ("***" if parts.fragment else "")
+    return shown
 
 
 def _default_comments(text: str) -> dict[tuple[str, str], str]:
