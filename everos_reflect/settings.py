@@ -858,6 +858,7 @@ def _merge_env(
     origin: dict[tuple[str, str], tuple[str, str]],
     problems: list[Problem],
 ) -> None:
+    named: dict[tuple[str, str], str] = {}  # (section, key) -> the first variable naming it
     for name in sorted(env):
         # EVEROS_ROOT and friends have no "__": only EVEROS_<SECTION>__<KEY> are settings.
         if not name.startswith(ENV_PREFIX):
@@ -878,6 +879,13 @@ def _merge_env(
         if key not in types:
             shown = shown_key(f"{section}.{key}")
             problems.append((ENV_FILE, name, unknown(f"key {shown}", key, types, list_few=True)))
+            continue
+        # the name is read in any case: EVEROS_LLM__MODEL and EVEROS_llm__model are one
+        # setting, and the one sorted last won without a word
+        first = named.setdefault((section, key), name)
+        if first != name:
+            problems.append((ENV_FILE, name, f"{section}.{key} is set by {first} too: set it "
+                             "by one variable"))
             continue
         value, reason = _coerce_env(env[name], types[key], CHECKS.get((section, key)))
         if reason:
