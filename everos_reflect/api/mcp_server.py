@@ -36,7 +36,7 @@ from pydantic import BaseModel, RootModel, ValidationError
 
 from everos_reflect import errors
 from everos_reflect.api import models, ops
-from everos_reflect.model import SURROGATES, empty_id, json_got, quoted_value
+from everos_reflect.model import SURROGATES, empty_id, json_got, json_type, quoted_value
 from everos_reflect.problem_words import counted, did_you_mean, unknown_named
 
 if TYPE_CHECKING:
@@ -657,8 +657,13 @@ def _unreadable(exc: Exception) -> types.JSONRPCError | None:
     ident = data.get("id") if data is not None else None
     if isinstance(ident, bool) or not isinstance(ident, int | str):
         ident = None
+    problem = _message_problem(data)
+    if data is None and first.get("type") == "model_type" and len(first.get("loc", ())) == 1:
+        # the message itself is no object (null, a number, a string, an array in a batch):
+        # its type, not its value (a 1e400 is read as infinity, a value nobody sent)
+        problem += f": a message must be a JSON object, got {json_type(first.get('input'))}"
     return types.JSONRPCError(jsonrpc="2.0", id=ident, error=types.ErrorData(
-        code=types.INVALID_REQUEST, message=f"invalid request: {_message_problem(data)}"))
+        code=types.INVALID_REQUEST, message=f"invalid request: {problem}"))
 
 
 def _message_problem(data: dict[str, Any] | None) -> str:
