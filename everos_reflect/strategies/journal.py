@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 import uuid
 from collections import Counter
@@ -317,6 +318,7 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
     mark_consolidated(runtime, plan, runtime.embedder.embed([narrative.search_text])[0])
     _sync(indexer, runtime, touched_files(runtime, plan))
     checkpoint(SYNCED)
+    settle_copies(runtime, indexer, plan)  # a folder copied while this ran: taken half done
     with transaction(conn):
         plan_report(conn, plan, "ok", merged=plan.merged_id, error=plan.error,
                     duration_ms=plan.llm_ms + ms_since(started))
@@ -342,49 +344,93 @@ def settle_copies(runtime: Runtime, indexer: Indexer, plan: Plan, *,
                   withdraw: bool = False) -> None:
     """Settle the merge in every other user's folder that holds a copy of it half done: its
     narrative (the entry naming this row in its ``reflection`` key) live there, the user's
-    folder copied by hand while the merge was interrupted. Settled only where it began, the
-    copy kept the narrative live beside its live sources for good: an update merge's are its
-    previous narrative and one new Episode, which no run selects to fold it in. Each copy is
-    settled by its own logs, as recovery settles a merge: rolled forward (its facts written,
-    its unchanged sources archived toward it), or, nothing archived toward it yet and a
-    source changed there (or ``withdraw``: the merge is being abandoned), withdrawn.
+    folder copied by hand while the merge was interrupted, or while it ran. Settled only where
+    it began, the copy kept the narrative live beside its live sources for good: an update
+    merge's are its previous narrative and one new Episode, which no run selects to fold it
+    in. Each copy is settled by its own logs, as recovery settles a merge: rolled forward (its
+    facts written, its unchanged sources archived toward it), or, nothing archived toward it
+    yet and a source changed there (or ``withdraw``: the merge is being abandoned), withdrawn.
     Markdown and the index only: the clusters and the audit rows stay the first user's (the
     narrative names the first user's cluster). Called before the merge itself is settled,
     which deletes the row: a kill in between leaves the row, and the next start settles the
     copies again (each step checks what is done)."""
+    settle_copies_of(runtime, indexer, [plan], withdraw=withdraw)
+
+
+def settle_copies_of(runtime: Runtime, indexer: Indexer, plans: list[Plan], *,
+                     withdraw: bool = False) -> None:
+    """:func:`settle_copies` for every merge of ``plans`` (a batch's), the users listed once
+    and each other user's log of a plan day read once for all of its merges' ids: a merge
+    committed live settles its copies too (a folder copied while it ran was taken half done),
+    and a batch paid a listing and a read per merge. Most users hold no log of that day, or
+    none naming a row: not parsed."""
+    by_day: dict[date, list[Plan]] = {}
+    for plan in plans:
+        by_day.setdefault(plan.day_date, []).append(plan)
     for ref in runtime.store.iter_users():
-        if ref == plan.ref:
-            continue
-        copy = replace(plan, app=ref.app, project=ref.project, user_id=ref.user_id,
-                       merged_id=None, extra={})
-        path = runtime.store.log_path(ref, Kind.EPISODE, plan.day_date)
-        try:  # most users hold no log of that day, or none naming the row: not parsed
-            if not path.is_file() or not runtime.store.mentions(path, plan.id.encode()):
+        for day, group in by_day.items():
+            path = runtime.store.log_path(ref, Kind.EPISODE, day)
+            if not any(p.ref != ref for p in group) or not path.is_file():
                 continue
-            narrative = find_narrative(runtime, copy)
-            if narrative is None or narrative.deprecated_by is not None:
+            try:
+                named = _named_in(runtime, path, [p.id for p in group if p.ref != ref])
+            except OSError as exc:  # a FIFO named like the log, gone meanwhile: no copy
+                log.warning("cannot read %s for copies of merges: %s",
+                            runtime.store.rel(path), describe(exc))
                 continue
-            copy.merged_id = narrative.id
-            if not archived_toward(runtime, copy) and (
-                    withdraw or changed_sources(runtime, copy, copied_from=plan.user_id)):
-                runtime.store.deprecate(ref, {narrative.id: narrative.id, **{
-                    f.id: narrative.id for f in find_facts(runtime, copy)}})
-                how = "withdrawn"
-            else:
-                _write_missing_facts(runtime, copy)
-                _archive_sources(runtime, copy, committed=True, copied_from=plan.user_id)
-                how = "finished"
-            _sync(indexer, runtime, touched_files(runtime, copy))
-        except Exception as exc:  # that copy's alone: the merge itself is settled still
-            if runtime.root_gone():
-                raise
-            log.error("merge %s of cluster %s: cannot settle its copy in the logs of %s: %s",
-                      plan.id, plan.cluster_id, ref, describe(exc),
-                      exc_info=not isinstance(exc, EverosError))
-            continue
-        log.warning("merge %s of cluster %s: the folder of user %s was copied by hand into "
-                    "%s's while the merge was interrupted; %s there too", plan.id,
-                    plan.cluster_id, plan.ref, ref, how)
+            for plan in group:
+                if plan.id in named:
+                    _settle_copy(runtime, indexer, plan, ref, withdraw=withdraw)
+
+
+def _named_in(runtime: Runtime, path: Path, ids: list[str]) -> set[str]:
+    """Those of ``ids`` the file's bytes contain, read once in pieces (as
+    :meth:`MarkdownStore.mentions` reads for one)."""
+    from everos_reflect.fileio import open_regular
+
+    needles = {i: i.encode() for i in ids}
+    keep = max(len(n) for n in needles.values()) - 1
+    found: set[str] = set()
+    tail = b""
+    with open_regular(path, within=os.path.realpath(runtime.store.root)) as fh:
+        while len(found) < len(needles) and (chunk := fh.read(1 << 20)):
+            window = tail + chunk
+            found.update(i for i, n in needles.items() if i not in found and n in window)
+            tail = window[-keep:] if keep else b""
+    return found
+
+
+def _settle_copy(runtime: Runtime, indexer: Indexer, plan: Plan, ref: UserRef, *,
+                 withdraw: bool) -> None:
+    """Settle ``plan``'s copy in ``ref``'s logs (:func:`settle_copies`)."""
+    copy = replace(plan, app=ref.app, project=ref.project, user_id=ref.user_id,
+                   merged_id=None, extra={})
+    try:
+        narrative = find_narrative(runtime, copy)
+        if narrative is None or narrative.deprecated_by is not None:
+            return
+        copy.merged_id = narrative.id
+        origin = plan.user_id  # whose entries the hashes are of
+        if not archived_toward(runtime, copy) and (
+                withdraw or changed_sources(runtime, copy, copied_from=origin)):
+            runtime.store.deprecate(ref, {narrative.id: narrative.id, **{
+                f.id: narrative.id for f in find_facts(runtime, copy)}})
+            how = "withdrawn"
+        else:
+            _write_missing_facts(runtime, copy)
+            _archive_sources(runtime, copy, committed=True, copied_from=origin)
+            how = "finished"
+        _sync(indexer, runtime, touched_files(runtime, copy))
+    except Exception as exc:  # that copy's alone: the merge itself is settled still
+        if runtime.root_gone():
+            raise
+        log.error("merge %s of cluster %s: cannot settle its copy in the logs of %s: %s",
+                  plan.id, plan.cluster_id, ref, describe(exc),
+                  exc_info=not isinstance(exc, EverosError))
+        return
+    log.warning("merge %s of cluster %s: the folder of user %s was copied by hand into "
+                "%s's while the merge was under way; %s there too", plan.id,
+                plan.cluster_id, plan.ref, ref, how)
 
 
 def _deleted_after_commit(runtime: Runtime, indexer: Indexer, plan: Plan,
@@ -798,6 +844,7 @@ def abandon(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
     else:
         _withdraw_strays(runtime, plan, None)
     _sync(indexer, runtime, touched_files(runtime, plan))
+    settle_copies(runtime, indexer, plan, withdraw=True)  # copied while under way
     reason = plan.error or "interrupted"
     if withdrawn:
         reason += f" (narrative {withdrawn} withdrawn)"
@@ -900,8 +947,7 @@ def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
                 plan.error = (f"interrupted, then the folder of user {plan.user_id} was "
                               "removed or renamed by hand")
                 outcome = abandon(runtime, indexer, plan, started, status="abandoned")
-            elif step == ABANDONING:
-                settle_copies(runtime, indexer, plan, withdraw=True)
+            elif step == ABANDONING:  # abandon withdraws the copies too
                 outcome = abandon(runtime, indexer, plan, started, status="abandoned")
             else:
                 settle_copies(runtime, indexer, plan)
@@ -964,5 +1010,7 @@ __all__ = [
     "plan_report",
     "recover",
     "resume",
+    "settle_copies",
+    "settle_copies_of",
     "touched_files",
 ]

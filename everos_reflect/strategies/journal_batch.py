@@ -135,6 +135,8 @@ def _steps(runtime: Runtime, indexer: Indexer, plans: list[Plan], steps: dict[st
         indexer.sync_paths([*(path for t in touched for path in t[:2]),
                             *(path for t in touched for path in t[2:])])
         journal.checkpoint(journal.SYNCED)
+        # a folder copied while the batch ran was taken half done: settled before the rows go
+        journal.settle_copies_of(runtime, indexer, live)
         with transaction(conn):
             for plan in live:
                 journal.plan_report(conn, plan, "ok", merged=plan.merged_id, error=plan.error,
