@@ -132,6 +132,10 @@ class Plan:
     merged_id: str | None = None
     error: str | None = None  # why it is being abandoned
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the user the merge was planned for, once recovery followed its folder elsewhere
+    #: (:func:`follow_moved_user`): ``hashes`` were taken under that name, so a source whose
+    #: ``owner_id`` a person rewrote to the new folder's user is unchanged
+    origin_user: str | None = None
 
     @property
     def ref(self) -> UserRef:
@@ -410,7 +414,7 @@ def _settle_copy(runtime: Runtime, indexer: Indexer, plan: Plan, ref: UserRef, *
         if narrative is None or narrative.deprecated_by is not None:
             return
         copy.merged_id = narrative.id
-        origin = plan.user_id  # whose entries the hashes are of
+        origin = plan.origin_user or plan.user_id  # whose entries the hashes are of
         if not archived_toward(runtime, copy) and (
                 withdraw or changed_sources(runtime, copy, copied_from=origin)):
             runtime.store.deprecate(ref, {narrative.id: narrative.id, **{
@@ -708,7 +712,9 @@ def changed_sources(runtime: Runtime, plan: Plan, *,
     saw (edited, deleted, or archived toward anything but this merge's narrative).
     ``copied_from``: the user the merge began for, whose folder ``plan.ref``'s is a copy of:
     an ``owner_id`` naming ``plan.ref`` is read as that user's (a copy made the new user's
-    rewrites it, and every source counted as edited)."""
+    rewrites it, and every source counted as edited). The same for a folder renamed
+    (``plan.origin_user``): a rewritten ``owner_id`` is no change to the sources."""
+    copied_from = copied_from or plan.origin_user
     changed: dict[str, str] = {}
     found = runtime.store.get_many(plan.ref, plan.hashes)
     for entry_id, planned in plan.hashes.items():
@@ -895,7 +901,9 @@ def follow_moved_user(runtime: Runtime, indexer: Indexer, plan: Plan) -> bool:
     here = not store.user_gone(plan.ref)
     if here and _holds_merge(runtime, plan):
         return True
-    moves = {ref: replace(plan, app=ref.app, project=ref.project, user_id=ref.user_id)
+    origin = plan.origin_user or plan.user_id
+    moves = {ref: replace(plan, app=ref.app, project=ref.project, user_id=ref.user_id,
+                          origin_user=origin)
              for ref in store.iter_users() if ref != plan.ref}
     found = next((ref for ref, moved in moves.items()
                   if find_narrative(runtime, moved) is not None), None)
@@ -915,6 +923,7 @@ def follow_moved_user(runtime: Runtime, indexer: Indexer, plan: Plan) -> bool:
                 "its entries are in %s's logs, so the merge is finished there", plan.id,
                 plan.cluster_id, plan.ref, found)
     plan.app, plan.project, plan.user_id = found.app, found.project, found.user_id
+    plan.origin_user = origin
     indexer.scan()
     return True
 
