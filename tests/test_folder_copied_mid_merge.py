@@ -180,3 +180,30 @@ def test_a_copy_killed_with_the_merge_is_still_settled_by_the_next_start(
         assert all_entries(rt, BOB)
     finally:
         rt.close()
+
+
+def test_another_users_log_that_cannot_be_looked_at_does_not_stop_the_merge(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Looking for copies, a log of another user that cannot even be looked at (a folder this
+    account may not enter: ``is_file`` raises) is read as holding none: raised, every merge
+    of the batch failed, at every run, as long as that folder stayed so."""
+    rt = pets(root, update=False)
+    today = journal.datetime.now(journal.UTC).date()
+    add_episode(rt, BOB, f"{today.isoformat()}T08:00:00+00:00", "A note", "Bob wrote a note.")
+    denied = rt.store.log_path(BOB, Kind.EPISODE, today)
+    real = Path.is_file
+
+    def is_file(self: Path) -> bool:
+        if self == denied:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "is_file", is_file)
+    counts = run_reflection(rt, run_id="run_2")
+    monkeypatch.setattr(Path, "is_file", real)
+    try:
+        assert counts["merged"] == 1 and not counts.get("interrupted"), counts
+        assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
+        check_invariants(rt, ANDREW)
+    finally:
+        rt.close()

@@ -98,6 +98,26 @@ class StaleSources(EverosError):
     """A source changed (or was archived) after Select: the merge must not archive it."""
 
 
+class UserGone(EverosError):
+    """The folder of a merge's user is gone while the merge is committed (renamed, moved to
+    another project, or removed by hand): nothing more is written under the old name."""
+
+
+def refuse_if_gone(runtime: Runtime, plans: Iterable[Plan]) -> None:
+    """Raise :class:`UserGone` when the folder of a user of ``plans`` is gone. Asked before
+    each write of a commit: the store makes a log's folders as it writes, so a write under
+    the old name made the folder again for a user nobody has (a narrative there whose sources
+    went with the folder, live; or the merge withdrawn there as stale, its narrative that
+    moved with the folder withdrawn, and the next run paid the merge again). Raised, the
+    journal row stays, and the merge is settled where its entries went, as after a kill
+    (:func:`settle_interrupted`)."""
+    gone = sorted({str(p.ref) for p in plans if runtime.store.user_gone(p.ref)})
+    if gone:
+        raise UserGone(f"the folder of user {gone[0]} was renamed, moved or removed by hand "
+                       "while its merge was committed; nothing more is written under that "
+                       "name")
+
+
 class ArchiveTooLarge(EverosError):
     """The ``deprecated_entries`` keys of a merge would push a source's log past
     ``limits.max_file_bytes``: known before the point of no return, so it is withdrawn."""
@@ -283,6 +303,7 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
     if narrative is None and committed and archived_toward(runtime, plan):
         return _deleted_after_commit(runtime, indexer, plan, started)
     if narrative is None:
+        refuse_if_gone(runtime, [plan])
         try:
             narrative = store.append(ref, Kind.EPISODE, narrative_meta(plan),
                                      {"Subject": plan.title, "Content": plan.content},
@@ -340,6 +361,8 @@ def _write_missing_facts(runtime: Runtime, plan: Plan) -> None:
             written[fact] -= 1
             continue
         missing.append((fact_meta(plan), {"Fact": fact}))
+    if missing:
+        refuse_if_gone(runtime, [plan])
     runtime.store.append_many(plan.ref, Kind.ATOMIC_FACT, missing, day=plan.day_date,
                               withdrawable=True)
 
@@ -374,11 +397,13 @@ def settle_copies_of(runtime: Runtime, indexer: Indexer, plans: list[Plan], *,
     for ref in runtime.store.iter_users():
         for day, group in by_day.items():
             path = runtime.store.log_path(ref, Kind.EPISODE, day)
-            if not any(p.ref != ref for p in group) or not path.is_file():
+            if not any(p.ref != ref for p in group):
                 continue
-            try:
+            try:  # is_file raises for a folder this account may not enter
+                if not path.is_file():
+                    continue
                 named = _named_in(runtime, path, [p.id for p in group if p.ref != ref])
-            except OSError as exc:  # a FIFO named like the log, gone meanwhile: no copy
+            except OSError as exc:  # denied, a FIFO named like the log, gone: read as no copy
                 log.warning("cannot read %s for copies of merges: %s",
                             runtime.store.rel(path), describe(exc))
                 continue
@@ -759,6 +784,7 @@ def _archive_sources(runtime: Runtime, plan: Plan, *, committed: bool,
     assert plan.merged_id is not None
     store, ref = runtime.store, plan.ref
     with locked(runtime, [store.path_for_id(ref, i) for i in plan.hashes]):
+        refuse_if_gone(runtime, [plan])  # its sources are not "deleted": they went with it
         changed = changed_sources(runtime, plan, copied_from=copied_from)
         if changed and not committed:
             raise StaleSources("sources changed after Select: " + "; ".join(changed.values()))
@@ -772,6 +798,7 @@ def _archive_sources(runtime: Runtime, plan: Plan, *, committed: bool,
                     raise ArchiveTooLarge(why)
             _set_step(runtime.db(), plan, ARCHIVING)
             checkpoint(ARCHIVING)
+        refuse_if_gone(runtime, [plan])
         conflicts = store.deprecate(ref, mapping)
     for old, new in sorted(conflicts.items()):
         log.warning("%s: %s was already archived toward %s; left as it is", ref, old, new)
@@ -952,23 +979,7 @@ def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
     for plan, step in pending(runtime.db()):
         started = time.perf_counter()
         try:
-            if not follow_moved_user(runtime, indexer, plan):
-                plan.error = (f"interrupted, then the folder of user {plan.user_id} was "
-                              "removed or renamed by hand")
-                outcome = abandon(runtime, indexer, plan, started, status="abandoned")
-            elif step == ABANDONING:  # abandon withdraws the copies too
-                outcome = abandon(runtime, indexer, plan, started, status="abandoned")
-            else:
-                settle_copies(runtime, indexer, plan)
-                committed = resume(runtime, plan, step)
-                changed = {} if committed else changed_sources(runtime, plan)
-                if changed:
-                    plan.error = ("interrupted, then sources changed after Select: "
-                                  + "; ".join(changed.values()))
-                    outcome = abandon(runtime, indexer, plan, started, status="abandoned")
-                else:
-                    outcome = complete(runtime, indexer, plan, started,
-                                       stale_status="abandoned", committed=committed)
+            outcome = settle_interrupted(runtime, indexer, plan, step, started)
         except Exception as exc:  # a log broken by hand, an OSError writing one: this
             if runtime.root_gone():  # merge's alone (the others are settled), retried next run
                 raise
@@ -985,6 +996,30 @@ def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
     return outcomes
 
 
+def settle_interrupted(runtime: Runtime, indexer: Indexer, plan: Plan, step: str,
+                       started: float, *, stale_status: str = "abandoned") -> Outcome:
+    """Finish or abandon one merge whose row reached ``step`` and whose commit stopped: a kill
+    (:func:`recover`), or its user's folder renamed or removed by hand while it was committed
+    (:class:`UserGone`, a batch's merge finished alone). Its folder followed first
+    (:func:`follow_moved_user`), its copies settled (:func:`settle_copies`); a changed source
+    withdraws it as ``stale_status`` while nothing is archived toward it yet."""
+    if not follow_moved_user(runtime, indexer, plan):
+        plan.error = (f"interrupted, then the folder of user {plan.user_id} was "
+                      "removed or renamed by hand")
+        return abandon(runtime, indexer, plan, started, status="abandoned")
+    if step == ABANDONING:  # abandon withdraws the copies too
+        return abandon(runtime, indexer, plan, started, status="abandoned")
+    settle_copies(runtime, indexer, plan)
+    committed = resume(runtime, plan, step)
+    changed = {} if committed else changed_sources(runtime, plan)
+    if changed:
+        plan.error = ("interrupted, then sources changed after Select: "
+                      + "; ".join(changed.values()))
+        return abandon(runtime, indexer, plan, started, status=stale_status)
+    return complete(runtime, indexer, plan, started, stale_status=stale_status,
+                    committed=committed)
+
+
 def has_pending(root: Path) -> bool:
     """Whether ``root``'s journal holds interrupted merges, read without creating or migrating
     anything (cheap enough to ask before every command)."""
@@ -998,6 +1033,7 @@ __all__ = [
     "Outcome",
     "Plan",
     "StaleSources",
+    "UserGone",
     "abandon",
     "archived_toward",
     "changed_sources",
@@ -1018,8 +1054,10 @@ __all__ = [
     "pending",
     "plan_report",
     "recover",
+    "refuse_if_gone",
     "resume",
     "settle_copies",
     "settle_copies_of",
+    "settle_interrupted",
     "touched_files",
 ]
