@@ -319,7 +319,10 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
     row_id = f"ru_{uuid.uuid4().hex[:16]}"
     merge_journal.insert(runtime.db(), row_id, ref, narrative.parent_id or "",
                          json.dumps(asdict(intent), sort_keys=True), journal.UNDOING)
-    result = _apply(runtime, intent)
+    result = _apply_here(runtime, intent)
+    if result.ref != ref:  # finished where the folder went, with its row
+        result.cascaded = cascaded
+        return result
     if not _copies_finished(runtime, intent):
         result.cascaded = cascaded
         return result  # its row stays: the next start finishes the copies
@@ -327,6 +330,30 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
         merge_journal.delete(runtime.db(), row_id)
     result.cascaded = cascaded
     return result
+
+
+def _apply_here(runtime: Runtime, intent: _Intent) -> UndoResult:
+    """:func:`_apply`, its journal row written. The user's folder renamed or moved by hand
+    while it ran (a write found the entries gone): the undo failed with "no entry …" of the
+    old name (entries that were only elsewhere), its row kept, and the moved folder held the
+    narrative live beside the sources already restored until the next start. It is now
+    finished where the folder went, as that start would (:func:`finish_interrupted`, which
+    also ends its row); the result names that user. Several folders holding it (a copy
+    too): raised, the row stays for the next start to say so."""
+    try:
+        return _apply(runtime, intent)
+    except Exception:
+        if runtime.root_gone() or not runtime.store.user_gone(intent.ref):
+            raise
+        log.warning("the folder of user %s was renamed, moved or removed by hand while its "
+                    "undo of %s ran; the undo is finished where its entries are",
+                    intent.ref, intent.undo)
+    for result in finish_interrupted(runtime):
+        if result.merged_entry_id == intent.undo and result.ref != intent.ref:
+            return result
+    raise EverosError(f"the folder of user {intent.ref} was renamed, moved or removed by hand "
+                      f"while the undo of {intent.undo} ran, and no one user's logs hold that "
+                      "merge now; the next start settles it (its log says how)")
 
 
 def _copies_finished(runtime: Runtime, intent: _Intent) -> bool:
@@ -419,7 +446,9 @@ def _restore_only(runtime: Runtime, ref: UserRef, merged_id: str, *,
     row_id = f"ru_{uuid.uuid4().hex[:16]}"
     merge_journal.insert(runtime.db(), row_id, ref, intent.cluster_id or "",
                          json.dumps(asdict(intent), sort_keys=True), journal.UNDOING)
-    result = _apply(runtime, intent)
+    result = _apply_here(runtime, intent)
+    if result.ref != ref:  # finished where the folder went, with its row
+        return result
     with transaction(runtime.db()):
         merge_journal.delete(runtime.db(), row_id)
     log.info("undo: %s of %s was %s by hand; its sources are restored", merged_id, ref,
