@@ -23,8 +23,8 @@ from tests.test_reflect_crash import crashed, restart
 pytestmark = pytest.mark.usefixtures("settle_at_once")
 
 BOB, CAROL = UserRef.of("u_bob"), UserRef.of("u_carol")
-#: the steps before the point of no return (after it nothing is compared)
-BEFORE = ["planned", "narrative", "facts"]
+#: the steps before the sources are archived (after them nothing is compared)
+BEFORE = ["planned", "narrative", "facts", "archiving"]
 
 
 def made_users(root: Path, old: str, new: str) -> None:
