@@ -92,6 +92,9 @@ DAY = 86400.0
 REBUILD_GROUP = 20_000
 #: clusters kept in memory across users (~1.6 KB each at 384 dims: ~80 MB at the cap)
 MAX_CACHED_CLUSTERS = 50_000
+#: the ``merge_journal`` step of an ``undo``'s row (``strategies.journal.UNDOING``, not
+#: imported: strategies import clustering)
+_UNDOING = "undoing"
 #: ``index_meta`` key of the users owed their placing after merges
 #: (:meth:`ClusterService.owe_placing`): noted where it becomes due, removed as each is placed
 PLACING_OWED_KEY = "placing_owed"
@@ -1712,10 +1715,15 @@ class ClusterService:
     @staticmethod
     def _merging(conn: _Write, ref: UserRef, cid: str) -> bool:
         """Is a Reflection merge of ``cid`` under way (its journal row is there until the
-        merge is settled)? Its run places the user's Episodes once its merges are done."""
+        merge is settled)? Its run places the user's Episodes once its merges are done. An
+        ``undo``'s row (step :data:`_UNDOING`) is no merge: one refused half-way (a log it
+        patches holds an id twice) keeps its row until a recovery can finish it, and no run
+        places the user meanwhile; read as a merge, a narrative written by hand into its
+        cluster placed nobody."""
         return conn.execute("SELECT 1 FROM merge_journal WHERE app_id=? AND project_id=? AND "
-                            "user_id=? AND cluster_id=? LIMIT 1",
-                            (ref.app, ref.project, ref.user_id, cid)).fetchone() is not None
+                            "user_id=? AND cluster_id=? AND step != ? LIMIT 1",
+                            (ref.app, ref.project, ref.user_id, cid,
+                             _UNDOING)).fetchone() is not None
 
     def _founded_before(self, conn: _Write, ref: UserRef, cid: str) -> bool:
         """Does a live narrative of a user a rebuild takes before ``ref`` name ``cid``, with
