@@ -240,6 +240,8 @@ class Walk:
             return []
         user, entry_id = self.rng.choice(live)
         path = self.rt.store.path_for_id(UserRef.of(user), entry_id)
+        if not path.exists():  # gone by an edit of this step not synced yet (--together)
+            return []
         text = path.read_text()
         block = re.search(rf"<!-- entry:{entry_id} -->.*?<!-- /entry:{entry_id} -->", text,
                           flags=re.S)
