@@ -122,7 +122,14 @@ class Walk:
                 user, Kind.EPISODE, {"timestamp": self.clock.isoformat(),
                                      "parent_type": "memcell", "parent_id": "mc_1"},
                 {"Subject": subject, "Content": content}, day=self.clock.date())
-            self.steps.append(f"add {user.user_id} {entry.id} {subject}")
+            # before an Episode of its user indexed later in time (one whose timestamp was
+            # moved, --files): an arrival out of time order
+            late = self.rt.db().execute(
+                "SELECT 1 FROM entries WHERE kind='episode' AND app_id=? AND project_id=? AND "
+                "user_id=? AND deprecated_by IS NULL AND ts > ? LIMIT 1",
+                (user.app, user.project, user.user_id, self.clock.timestamp())).fetchone()
+            self.steps.append(f"{'late-add' if late else 'add'} {user.user_id} {entry.id} "
+                              f"{subject}")
             return [self.rt.store.path_for_id(user, entry.id)]
         path = self.rng.choice(logs)
         ids = self.entries(path)
@@ -458,7 +465,9 @@ KNOWN = ("edit", "delete", "archive", "move", "copy", "rename", "revive", "unpar
          # them out of time order; a mark taken out revives, one re-pointed archives; an id
          # twice leaves the second copy out; a timestamp moved is an edit
          "redate", "shift", "dropday", "restore", "reid", "unarchive", "repoint", "dup",
-         "retime")
+         "retime",
+         # an Episode added before one of its user moved later in time (retime): out of order
+         "late-add")
 
 #: the edits of files and ids ``--files`` weighs (each of them that many times)
 FILE_EDITS = ("redate", "shift", "dropday", "restore", "reid", "unarchive", "repoint", "dup",

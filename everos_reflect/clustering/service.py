@@ -1674,7 +1674,12 @@ class ClusterService:
         current = cluster["consolidated_entry_id"]
         newer = current is None or current == entry_id or self._newer_than(conn, cid, entry_id,
                                                                            current)
-        if newer:
+        if current == entry_id and row is not None and row["ts"] != ts:
+            # the one consolidating it, moved in time by hand: the newest live narrative of
+            # the cluster consolidates it now (another, once this one moved before it), as a
+            # rebuild seeds the cluster with the newest
+            self._hand_over(conn, ref, cid)
+        elif newer:
             conn.execute("UPDATE clusters SET consolidated_entry_id=?, consolidated_at=? "
                          f"WHERE {_BY_ID}", (entry_id, at, cid))
         self._recompute(conn, ref, cid, known={entry_id: vec})
