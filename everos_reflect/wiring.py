@@ -85,7 +85,8 @@ def _users_gone(runtime: Runtime, service: ClusterService,
 
 def _cluster_upserts(service: ClusterService, changes: list[events.ChangeSet]) -> None:
     if changes:
-        service.on_entries_indexed_many([(c.ref, c.upserted, c.vectors) for c in changes])
+        service.on_entries_indexed_many([(c.ref, c.upserted, c.vectors, c.unparented)
+                                         for c in changes])
         changes.clear()
 
 
@@ -93,7 +94,8 @@ def _cluster_change(service: ClusterService, change: events.ChangeSet) -> None:
     if change.deleted:
         service.on_entries_removed(change.ref, list(change.deleted))
     if change.upserted:
-        service.on_entries_indexed(change.ref, change.upserted, dict(change.vectors))
+        service.on_entries_indexed(change.ref, change.upserted, dict(change.vectors),
+                                   unparented=change.unparented)
     if change.archived:
         service.on_entries_deprecated(change.ref, dict(change.archived))
 

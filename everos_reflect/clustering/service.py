@@ -185,14 +185,17 @@ def _episodes_of(entries: Iterable[Entry]) -> list[tuple[float, str, Entry]]:
 class _Episodes(list[Entry]):
     """Entries :meth:`ClusterService.on_entries_indexed_many` hands over with their
     :func:`_episodes_of` already read (``episodes``), which ``on_entries_indexed`` takes
-    instead of reading every Episode's epoch a second time."""
+    instead of reading every Episode's epoch a second time, and which of them the index
+    held as narratives (``unparented``, None when not known)."""
 
-    __slots__ = ("episodes",)
+    __slots__ = ("episodes", "unparented")
 
     def __init__(self, entries: Iterable[Entry],
-                 episodes: list[tuple[float, str, Entry]]) -> None:
+                 episodes: list[tuple[float, str, Entry]],
+                 unparented: set[str] | None = None) -> None:
         super().__init__(entries)
         self.episodes = episodes
+        self.unparented = unparented
 
 
 #: The narrative metadata key a Reflection merge writes its time to (ISO 8601, UTC).
@@ -866,13 +869,18 @@ class ClusterService:
         ref: UserRef,
         entries: Sequence[Entry],
         vectors: Mapping[str, np.ndarray] | np.ndarray,
+        unparented: Collection[str] | None = None,
     ) -> dict[str, str]:
         """Bring clusters up to date with new or changed Episodes (called by the indexer).
 
         Ordinary Episodes are (re)assigned, narratives attached to their cluster, deprecated
         ones retired. ``vectors`` is either ``{entry_id: vector}`` or an array aligned with
-        ``entries``; vectors not given are read from the vector index when needed. Returns
-        ``{entry_id: what happened}`` for logging and tests.
+        ``entries``; vectors not given are read from the vector index when needed.
+        ``unparented``: the ids of ``entries`` the index held as narratives before this
+        change and that are narratives no longer (:attr:`events.ChangeSet.unparented`);
+        None when not known, and then a member is read as a former narrative by its row
+        (:meth:`_was_narrative`). Returns ``{entry_id: what happened}`` for logging and
+        tests.
         """
         if not isinstance(vectors, Mapping):
             matrix = np.asarray(vectors)
@@ -882,6 +890,8 @@ class ClusterService:
         # read once (by on_entries_indexed_many, when it hands them over)
         episodes = (entries.episodes if isinstance(entries, _Episodes)
                     else _episodes_of(entries))
+        if unparented is None and isinstance(entries, _Episodes):
+            unparented = entries.unparented
         outcome: dict[str, str] = {}
         if not episodes:
             return outcome
@@ -923,7 +933,8 @@ class ClusterService:
                                                            consolidated_time(e.id, e.meta))
                 elif row is not None and row["deprecated_by"] is not None:
                     outcome[e.id] = self._revive(conn, ref, e.id, vec, ts, text_hash)
-                elif row is not None and self._was_narrative(conn, row):
+                elif row is not None and (e.id in unparented if unparented is not None
+                                          else self._was_narrative(conn, row)):
                     # a narrative made a plain Episode by hand (its parent_type taken out):
                     # it leaves its cluster, as if deleted, and is placed by the rule, as a
                     # rebuild places it; read as unchanged (its text and time are), it kept
@@ -942,19 +953,23 @@ class ClusterService:
 
     def on_entries_indexed_many(
         self,
-        batches: Sequence[tuple[UserRef, Sequence[Entry], Mapping[str, np.ndarray]]],
+        batches: Sequence[tuple[UserRef, Sequence[Entry], Mapping[str, np.ndarray]]
+                          | tuple[UserRef, Sequence[Entry], Mapping[str, np.ndarray],
+                                  Collection[str] | None]],
     ) -> None:
-        """:meth:`on_entries_indexed` for each ``(ref, entries, vectors)`` in turn (one per
-        indexed file), in one transaction. Consecutive batches of one user are handed over as
-        one when that places the same Episodes in the same order: when each batch's Episodes
-        all sort (by timestamp, then id) after the previous batch's and no id is in both — a
-        scan's daily logs of one user, in file order. One call per user instead of one per
-        file: a call's fixed cost (the membership look-up, the run's set-up) was most of the
-        cost of a file holding one Episode."""
+        """:meth:`on_entries_indexed` for each ``(ref, entries, vectors)`` or ``(ref,
+        entries, vectors, unparented)`` in turn (one per indexed file), in one transaction.
+        Consecutive batches of one user are handed over as one when that places the same
+        Episodes in the same order: when each batch's Episodes all sort (by timestamp, then
+        id) after the previous batch's and no id is in both — a scan's daily logs of one
+        user, in file order. One call per user instead of one per file: a call's fixed cost
+        (the membership look-up, the run's set-up) was most of the cost of a file holding
+        one Episode."""
         merged: list[tuple[UserRef, _Episodes, dict[str, np.ndarray]]] = []
         last: tuple[float, str] | None = None
         ids: set[str] = set()
-        for ref, entries, vectors in batches:
+        for ref, entries, vectors, *rest in batches:
+            known = rest[0] if rest else None
             episodes = _episodes_of(entries)
             if not episodes:
                 continue
@@ -962,12 +977,18 @@ class ClusterService:
             if (merged and merged[-1][0] == ref and last is not None
                     and last < episodes[0][:2] and not ids & fresh):
                 # every key sorts after the previous batch's: the joined list stays sorted
-                merged[-1][1].extend(entries)
-                merged[-1][1].episodes.extend(episodes)
+                joined = merged[-1][1]
+                joined.extend(entries)
+                joined.episodes.extend(episodes)
+                # not known for one of them: read from the rows for all
+                joined.unparented = None if joined.unparented is None or known is None \
+                    else joined.unparented | set(known)
                 merged[-1][2].update(vectors)
                 ids |= fresh
             else:
-                merged.append((ref, _Episodes(entries, episodes), dict(vectors)))
+                merged.append((ref, _Episodes(entries, episodes,
+                                              None if known is None else set(known)),
+                               dict(vectors)))
                 ids = fresh
             last = episodes[-1][:2]
         with self._writing():
@@ -978,9 +999,12 @@ class ClusterService:
     def _was_narrative(conn: _Write, row: sqlite3.Row) -> bool:
         """Is the member ``row`` of an Episode placed as a narrative: the one consolidating
         its cluster, or one with no similarity in a consolidated cluster (a rebuild seeds it
-        with its newest narrative, and every Episode joins it with a similarity)? Asked of a
-        changed Episode already placed (an edit: rare beside the new ones), one look-up by
-        the cluster's key."""
+        with its newest narrative, and every Episode joins it with a similarity)? Read from
+        the row only when the indexer did not say which Episodes were narratives
+        (``unparented`` None: a change handed over again after a kill, a direct call): a
+        change applied before it in the same flush (a member of its cluster deleted in the
+        same save) recomputes the cluster, which gives a former narrative a similarity, and
+        it read as an unchanged member. One look-up by the cluster's key."""
         found = conn.execute(f"SELECT consolidated_entry_id FROM clusters WHERE {_BY_ID}",
                              (row["cluster_id"],)).fetchone()
         narrative = None if found is None else found[0]

@@ -61,7 +61,11 @@ class ChangeSet:
     ``archived`` (id → the entry that replaced it, None when restored) and ``deleted`` ids.
     ``recheck``: a problem that kept some of the file's entries out of the index is gone
     (the file reads again, or was removed): which of them went meanwhile is not known, so
-    whatever depends on the owner's records is checked whole, as after a ``reindex``."""
+    whatever depends on the owner's records is checked whole, as after a ``reindex``.
+    ``unparented``: the ids of ``upserted`` that were narratives (``parent_type: cluster``)
+    as the index held them and are narratives no longer; None when not known (a change
+    handed over again after a kill, :meth:`Indexer._replay`: the index holds only what they
+    are now)."""
 
     ref: UserRef
     kind: Kind
@@ -71,6 +75,7 @@ class ChangeSet:
     deleted: list[str] = field(default_factory=list)
     vectors: Mapping[str, np.ndarray] = field(default_factory=dict)
     recheck: bool = False
+    unparented: frozenset[str] | None = frozenset()
 
     @property
     def empty(self) -> bool:

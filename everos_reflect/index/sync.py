@@ -79,6 +79,9 @@ class StoredEntry:
     text_hash: str
     deprecated_by: str | None
     embed_model: str | None
+    #: its ``parent_type`` as indexed: an entry that was a narrative (``cluster``) and is
+    #: one no longer is named in :attr:`SyncPlan.unparented`
+    parent_type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,11 @@ class SyncPlan:
     fatal: bool = False
     #: the ids of ``upserts`` the index had no row for (new entries)
     new: set[str] = field(default_factory=set)
+    #: the ids of ``upserts`` the index holds as narratives (``parent_type: cluster``) that
+    #: are narratives no longer (the line taken out or changed by hand): clustering places
+    #: them by the rule, as a rebuild does, and only the index knows what they were once
+    #: their rows are written
+    unparented: set[str] = field(default_factory=set)
 
     @property
     def empty(self) -> bool:
@@ -184,6 +192,8 @@ def plan_file_sync(
             plan.upserts.append(entry)
             if before is None:
                 plan.new.add(entry.id)
+            elif before.parent_type == "cluster" and entry.parent_type != "cluster":
+                plan.unparented.add(entry.id)
             if (
                 before is None
                 or before.text_hash != entry.text_hash
@@ -870,13 +880,13 @@ class Indexer:
 
     def _stored_entries(self, rel: str) -> dict[str, StoredEntry]:
         rows = self.rt.db().execute(
-            "SELECT id, content_hash, text_hash, deprecated_by, embed_model "
+            "SELECT id, content_hash, text_hash, deprecated_by, embed_model, parent_type "
             "FROM entries WHERE path = ?",
             (rel,),
         )
         return {
             r["id"]: StoredEntry(r["content_hash"], r["text_hash"], r["deprecated_by"],
-                                 r["embed_model"])
+                                 r["embed_model"], r["parent_type"])
             for r in rows
         }
 
@@ -1389,7 +1399,8 @@ class Indexer:
         if len(rest) <= self.flush_entries:
             return job
         plan = SyncPlan(upserts=[e for e in job.plan.upserts if e.id in wanted],
-                        embed=job.plan.embed & wanted)
+                        embed=job.plan.embed & wanted,
+                        unparented=job.plan.unparented & wanted)
         return replace(job, plan=plan, partial=True)
 
     def _let_writers_in(self) -> bool:
@@ -1440,7 +1451,8 @@ class Indexer:
             return
         changes = [events.ChangeSet(job.ref, job.kind, job.rel, list(job.plan.upserts),
                                     dict(job.plan.deprecations), list(job.plan.deletes),
-                                    job.vectors, recheck=job.recheck)
+                                    job.vectors, recheck=job.recheck,
+                                    unparented=frozenset(job.plan.unparented))
                    for job in jobs if not job.plan.empty or job.recheck]
         deferred: set[str] = set()
         self._written |= events.publish_many(self.rt, changes, skip=self._skip,
@@ -1518,7 +1530,7 @@ class Indexer:
                     if i in indexed and indexed[i]["deprecated_by"] == by}
         deleted = [i for i in json.loads(row["deleted"]) if i not in indexed]
         return events.ChangeSet(ref, kind, row["path"], upserted, archived, deleted,
-                                recheck=bool(row["recheck"]))
+                                recheck=bool(row["recheck"]), unparented=None)
 
     def _embed_current(self, jobs: list[_Job],
                        ahead: Mapping[_Made, np.ndarray] | None = None) -> list[_Job]:
