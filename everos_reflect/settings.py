@@ -536,7 +536,12 @@ class WrittenFloat(TypedFloat):
     """A TOML float a float cannot hold as written, kept with its text: past the largest
     (``1e400``, read as infinity) or nonzero below the smallest above 0 (``1e-400``, read as
     0.0). A problem with one said "got a float: inf" or "got 0.0", a value nobody wrote
-    (:func:`toml_value` shows what was, and why it is read otherwise)."""
+    (:func:`toml_value` shows what was, and why it is read otherwise).
+
+    ``toml`` is False for an environment variable's, whose problem says what it would be
+    read as without TOML's words (:func:`_env_number`)."""
+
+    toml = True
 
 
 #: A nonzero digit of a TOML float's significand (before its exponent).
@@ -634,11 +639,15 @@ def toml_value(value: Any) -> str:
             written = f"{written[:QUOTED_MAX]}… ({len(written):,} characters)"
         if not isinstance(value, WrittenFloat):
             return written
+        # a config file's value in TOML's words; a variable's in a person's: "TOML reads
+        # it as -inf" was said of an environment variable, which is no TOML
         if math.isinf(value):
-            return (f"{written} (past the largest number, about {sys.float_info.max:.2g}: "
-                    f"TOML reads it as {'-' if value < 0 else ''}inf)")
+            read = (f"TOML reads it as {'-' if value < 0 else ''}inf" if value.toml else
+                    f"it would be read as {'minus ' if value < 0 else ''}infinity")
+            return f"{written} (past the largest number, about {sys.float_info.max:.2g}: {read})"
+        read = "TOML reads it as 0.0" if value.toml else "it would be read as 0"
         return (f"{written} (below the smallest number above 0, about {math.ulp(0.0):.2g}: "
-                "TOML reads it as 0.0)")
+                f"{read})")
     try:
         if isinstance(value, dict):
             item: Any = tomlkit.inline_table()
@@ -733,9 +742,12 @@ def _env_number(text: str, tp: Any, check: Check | None) -> tuple[Any, str | Non
     if not (is_whole(text) if tp is int else is_decimal(text)) or hint:
         return text, refused
     try:
-        return (int(text) if tp is int else typed_float(text)), None
+        number = int(text) if tp is int else typed_float(text)
     except ValueError:  # more than 4,300 digits: no bound of any key is that long
         return text, refused
+    if isinstance(number, WrittenFloat):
+        number.toml = False  # a variable's: its problem is said without TOML's words
+    return number, None
 
 
 def _merge_file(

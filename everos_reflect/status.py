@@ -61,13 +61,20 @@ def _counts_from_index(root: Path, store: MarkdownStore) -> _Counted | None:
         conn.close()
 
 
+def at_line(line: object, message: str) -> str:
+    """``"7: message"``, the one form ``status`` shows a file's problem in (the file is named
+    beside it), or the message alone for a problem of the whole file (line 0), as
+    :func:`~everos_reflect.errors.file_at` names the file alone: ``status --json`` wrote
+    "0: a folder where a daily log goes", a line no file has."""
+    return f"{line}: {message}" if isinstance(line, int) and line > 0 else message
+
+
 def problem_line(problem: Any) -> str | None:
-    """``"line: message"``, the one form ``status`` shows a file's problem in, from a
-    diagnostic the index recorded (warnings are left to ``lint``)."""
+    """:func:`at_line` of a diagnostic the index recorded (warnings are left to ``lint``)."""
     if isinstance(problem, dict):
         if problem.get("severity") == "warning":
             return None
-        return f"{problem.get('line', 0)}: {problem.get('message', '')}"
+        return at_line(problem.get("line", 0), str(problem.get("message", "")))
     return str(problem)
 
 
@@ -79,7 +86,7 @@ def _counts_from_markdown(store: MarkdownStore, progress: Progress | None) -> _C
         if problem.severity == "warning":
             warned[problem.file] += 1
         else:
-            by_file[problem.file].append(f"{problem.line}: {problem.message}")
+            by_file[problem.file].append(at_line(problem.line, problem.message))
     return (scan.counts, [{"file": f, "problems": msgs} for f, msgs in sorted(by_file.items())],
             warned)
 
@@ -133,13 +140,13 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
             refused = runtime.store.refusal(path)
             if refused is not None:  # recorded too by a sync that found it standing still
                 rel = runtime.store.rel(path)
-                if f"0: {refused}" not in found.get(rel, ()):
-                    found[rel].append(f"0: {refused}")
+                if refused not in found.get(rel, ()):
+                    found[rel].append(refused)
         for p in skipped_problems(outside, invalid) + irregular_problems(root, irregular):
             if p.severity == "warning":  # a README among user folders: lint names it
                 warned[p.file] += 1
             else:
-                found[p.file].append(f"0: {p.message}")
+                found[p.file].append(at_line(p.line, p.message))
         # lint's checks across a user's logs, asked of the index, not of every log
         for file, line in _cross_file_problems(runtime):
             found[file].append(line)
@@ -297,7 +304,7 @@ def _cross_file_problems(runtime: Runtime) -> list[tuple[str, str]]:
             line = frontmatter_line(read[0], problem.entry)
         elif read is not None:
             line = read[1].get(problem.entry, 0)
-        shown.append((problem.path, f"{line}: {problem.message}"))
+        shown.append((problem.path, at_line(line, problem.message)))
     return shown
 
 

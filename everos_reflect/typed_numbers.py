@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from everos_reflect.model import json_got, must_not_be_empty, quoted, quoted_value, unplain_number
+from everos_reflect.problem_words import shown_number
 
 #: A whole number as a person writes it: an optional ``-`` and the digits 0-9.
 _WHOLE = re.compile(r"-?[0-9]+")
@@ -63,7 +64,12 @@ def whole_value_problem(value: object, low: int, high: int) -> str | None:
 
 def out_of_range(value: object, low: int, high: int) -> str:
     """``must be a whole number from 1 to 100, got 0``: ``value`` as it was given (a JSON
-    ``1e300`` is read as a whole number, and was shown as its 301 digits)."""
+    ``1e300`` is read as a whole number, and was shown as its 301 digits), a whole number of
+    more than 15 digits compactly (``-9.99e+3999``, :func:`~everos_reflect.problem_words.
+    shown_number`, as the config files and ``lessons`` show one): its first 60 digits and
+    its length were a line of digits nobody reads."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{whole_words(low, high)}, got {shown_number(value)}"
     return f"{whole_words(low, high)}, got {quoted_value(value)}"
 
 

@@ -201,9 +201,10 @@ def test_a_body_over_the_request_limit_answers_413_naming_the_limit(
     body = {"user_id": "u_ann", "subject": "s", "content": "x" * 10_000}
     resp = call("POST", "/api/v1/memory/episodes", json=body)
     assert resp.status_code == 413
+    sent = int(resp.request.headers["content-length"])  # the body's size: named since s49
     assert resp.json()["error"] == {
         "code": "too_large",
-        "message": "request body is over limits.max_request_bytes (8,192 bytes)"}
+        "message": f"the request body is {sent:,} bytes, over limits.max_request_bytes (8,192)"}
     assert written(root) == []
 
 

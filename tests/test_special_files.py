@@ -170,7 +170,7 @@ def test_status_names_stray_files_among_user_folders(root: Path) -> None:
             Indexer(rt).scan()
         doc = status_document(rt, strategies=[])
         assert doc["counts_from"] == ("index" if index else "markdown")
-        found = [(f["file"], f["problems"][0].split(":")[1].strip())
+        found = [(f["file"], f["problems"][0].split(":")[0].strip())
                  for f in doc["files_with_problems"]]
         assert found == [(f, m) for f, sev, m in STRAYS if sev == "error"]
         assert [w["file"] for w in doc["files_with_warnings"]
@@ -196,9 +196,9 @@ def test_status_from_the_index_names_what_stands_where_a_log_or_its_folder_goes(
     assert doc["totals"]["episode"] == {"live": 1, "deprecated": 0}
     found = [(f["file"].rsplit("/", 1)[-1], f["problems"][0].split(" where")[0])
              for f in doc["files_with_problems"]]
-    assert found == [(".insights", "0: a file"),
-                     ("episode-2026-10-12.md", "0: a FIFO (named pipe)"),
-                     ("episode-2026-10-13.md", "0: a folder")]
+    assert found == [(".insights", "a file"),
+                     ("episode-2026-10-12.md", "a FIFO (named pipe)"),
+                     ("episode-2026-10-13.md", "a folder")]
     rt.close()
 
 

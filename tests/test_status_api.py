@@ -70,7 +70,7 @@ def test_status_names_a_log_it_may_not_read_as_lint_does(
     api = ApiClient(rt)("GET", "/api/v1/status").json()["data"]
     assert api["counts_from"] == "index"
     assert {f["file"]: f["problems"] for f in api["files_with_problems"]}[locked] == [
-        "0: not read: Permission denied"]
+        "not read: Permission denied"]
     assert api["files_with_problems"] == cli_json("status", "--root", str(root),
                                                   "--json")["files_with_problems"]
     lint = cli_json("lint", "--root", str(root), "--json")

@@ -307,7 +307,7 @@ def test_status_with_an_index_reports_user_folders_whose_names_are_not_valid_ids
     (bad,) = document["files_with_problems"]
     assert bad["file"] == f"{USERS}/bob smith"
     (problem,) = bad["problems"]
-    assert problem.startswith("0: invalid user_id 'bob smith'")
+    assert problem.startswith("invalid user_id 'bob smith'")
     assert problem.endswith("; this folder's logs are not read")
 
 

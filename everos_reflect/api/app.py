@@ -21,7 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Match
 
 from everos_reflect import errors
 from everos_reflect.api import ops
@@ -112,6 +112,9 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
         # the schema is served by a guarded route of our own (shared_routes); Swagger UI and
         # ReDoc pages load their scripts from a CDN, which an offline daemon cannot reach
         openapi_url=None, docs_url=None, redoc_url=None,
+        # a route's path with "/" added is an unknown route naming the one meant
+        # (_slash_meant), not a 307 with an empty body
+        redirect_slashes=False,
     )
     app.router.route_class = StrictJSONRoute  # before any route: every body read strictly
     app.add_middleware(BodyLimit, max_bytes=limits.max_request_bytes)
@@ -133,7 +136,19 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
                 415: "unsupported_media_type",
                 422: "invalid_request"}.get(exc.status_code, "http_error")
         message = str(exc.detail)
-        if exc.status_code == 404 and request.scope.get("route") is None:  # no route matched
+        meant = _slash_meant(request) if exc.status_code == 404 and \
+            request.scope.get("route") is None else None
+        if meant is not None:  # the route's path with a "/" added: a 307 with no body was
+            route, what = meant  # all a client not resending a POST to it had to read
+            if _guarded(route):  # behind the token as the route meant is
+                try:
+                    _authorize(request)
+                except ApiError as refused:
+                    return await _on_api(request, refused)
+            message = (f"no route {request.method} {shown_key(request.url.path)}: no route's "
+                       f"path ends in '/' (the {what}); the routes are listed by GET "
+                       "/openapi.json")
+        elif exc.status_code == 404 and request.scope.get("route") is None:  # none matched
             problem = _path_parameter_problem(request)
             if problem is not None:
                 try:  # the route it was meant for is behind the token: so is its answer
@@ -182,6 +197,34 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
     # up fields the other had just replaced (a KeyError, a 500 to the requests that raced)
     _query_names()
     return app
+
+
+def _slash_meant(request: Request) -> tuple[BaseRoute, str] | None:
+    """``(route, what was meant)`` when ``request``'s path is a route's with one ``/`` added
+    at the end (``POST /api/v1/memory/search/``), else ``None``. Starlette answered such a
+    request 307 with an empty body and a ``Location``: a client that does not follow a
+    redirect for a POST (httpx by default) had nothing to read, and one that does sent the
+    body twice. It is answered as an unknown route, naming the one meant."""
+    path = request.scope.get("path", "")
+    if not path.endswith("/") or path.endswith("//") or path == "/":
+        return None
+    scope = {**request.scope, "path": path[:-1]}
+    partial = None
+    for route in request.app.router.routes:
+        match, _ = route.matches(scope)
+        if match is Match.FULL:
+            return route, f"route meant is {request.method} {shown_key(path[:-1])}"
+        if match is Match.PARTIAL and partial is None:
+            partial = route
+    if partial is None:
+        return None
+    return partial, f"path meant is {shown_key(path[:-1])}"
+
+
+def _guarded(route: BaseRoute) -> bool:
+    """Whether ``route`` answers only with the bearer token (:func:`_authorize`)."""
+    dependant = getattr(route, "dependant", None)
+    return dependant is not None and any(d.call is _authorize for d in dependant.dependencies)
 
 
 def _path_parameter_problem(request: Request) -> list[dict[str, Any]] | None:

@@ -14,9 +14,24 @@ import json
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+#: Most digits of a declared length shown as written; past them ``9.99e+4999``, as
+#: :func:`~everos_reflect.problem_words.shown_number` shows a long number.
+_SHOWN_DIGITS = 15
 
-def too_large_message(limit: int) -> str:
-    return f"request body is over limits.max_request_bytes ({limit:,} bytes)"
+
+def too_large_message(limit: int, size: int | str, *, whole: bool = True) -> str:
+    """``the request body is 10,051 bytes, over limits.max_request_bytes (8,192)``: the
+    body's size and the limit, as the API's other size errors say them (it said only "request
+    body is over limits.max_request_bytes (8,192 bytes)"). ``whole`` False for a body refused
+    before its end: its size is then "at least" what arrived. ``size`` a string: a declared
+    length's digits, too many for ``int()`` (Python reads 4,300 at most)."""
+    if isinstance(size, str):
+        shown = (f"{int(size):,}" if len(size) <= _SHOWN_DIGITS
+                 else f"{size[0]}.{size[1:3]}e+{len(size) - 1}")
+    else:
+        shown = f"{size:,}"
+    return (f"the request body is {'' if whole else 'at least '}{shown} bytes, over "
+            f"limits.max_request_bytes ({limit:,})")
 
 
 class BodyLimit:
@@ -29,8 +44,12 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         declared = dict(scope.get("headers") or []).get(b"content-length", b"")
-        if declared.isdigit() and int(declared) > self.max_bytes:
-            await self._answer_413(send)
+        # read without its leading zeros, and more digits than the limit has is over it,
+        # never read: int() of 5,000 digits raised ValueError out of the middleware
+        digits = declared.lstrip(b"0") or b"0"
+        if declared.isdigit() and (len(digits) > len(str(self.max_bytes))
+                                   or int(digits) > self.max_bytes):
+            await self._answer_413(send, digits.decode("ascii"))
             return
         seen = 0
 
@@ -40,14 +59,15 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
-                    raise HTTPException(413, too_large_message(self.max_bytes))
+                    raise HTTPException(413, too_large_message(
+                        self.max_bytes, seen, whole=not message.get("more_body", False)))
             return message
 
         await self.app(scope, bounded, send)
 
-    async def _answer_413(self, send: Send) -> None:
-        body = json.dumps({"error": {"code": "too_large",
-                                     "message": too_large_message(self.max_bytes)}}).encode()
+    async def _answer_413(self, send: Send, declared: str) -> None:
+        body = json.dumps({"error": {"code": "too_large", "message": too_large_message(
+            self.max_bytes, declared)}}).encode()
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(body)).encode()),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import re
 import sys
 from collections import Counter
@@ -537,12 +538,50 @@ def _with_key_twice(line: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and _key_twice(data) is not None else None
 
 
+class _OddNumber(float):
+    """A number of a batch's line JSON has no words for (``NaN``, ``Infinity``) or one past
+    what a float holds (``1e400``), read as the float the SDK's parser makes of it;
+    ``problem`` names it as written, in the HTTP API's words."""
+
+    problem = ""
+
+
+def _odd(text: str) -> float:
+    """``text``, a number token of a batch's line, as the float it reads as: an
+    :class:`_OddNumber` naming its problem when JSON has no words for it."""
+    from everos_reflect.api.json_body import number_problem
+
+    value = float(text)
+    problem = number_problem(text) if math.isinf(value) or math.isnan(value) else None
+    if problem is None:
+        return value
+    odd = _OddNumber(value)
+    odd.problem = problem
+    return odd
+
+
+def _odd_number(data: Any) -> str | None:
+    """The problem of the first :class:`_OddNumber` a parsed batch element holds, or
+    ``None``."""
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, _OddNumber):
+            return value.problem
+        if isinstance(value, dict):
+            stack.extend(reversed(list(value.values())))
+        elif isinstance(value, list):
+            stack.extend(reversed(value))
+    return None
+
+
 def _batch(line: str) -> list[Any] | None:
     """The messages of a JSON-RPC batch on ``line``; ``None`` when it holds no non-empty
     JSON array (an empty one is left to the transport: one Invalid Request, as JSON-RPC
-    2.0 says)."""
+    2.0 says). A number JSON has no words for is read as an :class:`_OddNumber`, so that
+    its element is refused as the same message on a line of its own is (:func:`_element`)."""
     try:
-        data = _loads(line)
+        data = json.loads(line, object_pairs_hook=_pairs, parse_constant=_odd, parse_float=_odd)
     except (ValueError, RecursionError):
         return None
     return data if isinstance(data, list) and data else None
@@ -841,15 +880,16 @@ def _twice_answer(element: dict[str, Any]) -> types.JSONRPCError | None:
                 f"({where})", data={"code": "invalid_request"}))
 
 
-def _number_answer(element: _Unread) -> types.JSONRPCError:
-    """The answer to a message holding a number JSON has no words for, in the HTTP API's
-    words, with the request's id."""
+def _number_answer(element: dict[str, Any], problem: str) -> types.JSONRPCError:
+    """The answer to a message holding a number JSON has no words for (``problem``, in the
+    HTTP API's words), with the request's id: alone on its line (:class:`_Unread`) or in a
+    batch (:class:`_OddNumber`) alike."""
     ident = element.get("id")
     if not isinstance(ident, int | str) or isinstance(ident, bool):
         ident = None
     return types.JSONRPCError(jsonrpc="2.0", id=ident, error=types.ErrorData(
         code=types.INVALID_REQUEST,
-        message=f"invalid request: the message is not valid JSON: {element.problem}",
+        message=f"invalid request: the message is not valid JSON: {problem}",
         data={"code": "invalid_request"}))
 
 
@@ -864,8 +904,10 @@ def _element(element: Any) -> tuple[Any, types.JSONRPCError | None]:
     refused = _surrogate_answer(element) if isinstance(element, dict) else None
     if refused is None and isinstance(element, dict):
         refused = _twice_answer(element)
-    if refused is None and isinstance(element, _Unread):
-        refused = _number_answer(element)
+    if refused is None and isinstance(element, dict):
+        problem = element.problem if isinstance(element, _Unread) else _odd_number(element)
+        if problem:
+            refused = _number_answer(element, problem)
     if refused is not None:  # a notification is never answered, only not passed on
         return None, refused if "id" in element else None
     try:
