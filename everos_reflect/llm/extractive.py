@@ -720,7 +720,9 @@ def tells_newer_version(earlier: str, later: str) -> bool:
     members. The earlier text's sentences are read only once a sentence of the later
     tells a change, its person known, and each only once its subject is one of such a
     sentence's (:func:`_versions` holds no other pair a version; with one owner's
-    Episodes about several people, most are not)."""
+    Episodes about several people, most are not), and then only once a sentence it is
+    matched with could be a version of it by the words they hold
+    (:func:`_may_be_version`: of the pairs the clustering asks, nearly none is)."""
     old, new = _version_text(earlier), _version_text(later)
     person = _most_leading(old.leading + new.leading)
     lower = person.lower() if person else None
@@ -731,12 +733,79 @@ def tells_newer_version(earlier: str, later: str) -> bool:
         partners = [s for s in news if _same_subject_as(text, subject, lower, s)]
         if not partners:
             continue
+        words = _version_words(text)
+        partners = [s for s in partners if _may_be_version(text, subject, words, s)]
+        if not partners:
+            continue  # no version of one of them, whatever the full reading says
         sentence = _read(text, date(2000, 1, 1), n)
         sentence.subject, sentence.person = subject, lower
         sentence.holder = _holder(text, person)
         if any(_versions(sentence, s, None, VERSION_COSINE) for s in partners):
             return True
     return False
+
+
+def _version_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The markers (numbers, negations) and :attr:`_Sentence.stems` of a sentence's
+    ``text``, read as :meth:`_Sentence.__post_init__` reads them (its first lines, the
+    same sets: tests/test_version_gate_same_answers.py) and nothing more: what
+    :func:`_may_be_version` needs of the earlier side, at a few per cent of a full
+    reading."""
+    words = [w.lower().replace("'", "") for w in _WORD_RE.findall(text)]
+    tokens = frozenset(w for w in words if w not in STOPWORDS or w in NEGATIONS)
+    markers = frozenset(w for w in words if w in NEGATIONS or w in NUMBER_WORDS or w.isdigit())
+    return markers, _stems(tokens, markers)
+
+
+def _may_be_version(text: str, subject: str | None,
+                    words: tuple[frozenset[str], frozenset[str]], new: _Sentence) -> bool:
+    """Could :func:`_versions` (without vectors, as :func:`tells_newer_version` asks it)
+    hold the earlier sentence ``text`` (its :func:`_subject`, its :func:`_version_words`)
+    a version of ``new``? False only where it cannot: each way :func:`_versions` says yes
+    needs something of the earlier sentence checked here, by its words alone, before it is
+    read in full (~100 CPU-µs a sentence; the clustering's pairs are nearly all no, most
+    of a new member's text read for nothing: bench/results/version_join_s49.md).
+
+    The ways, and what each needs of the earlier sentence (``a``: its stems):
+
+    - a change of one frame, a name for a name in place: ``new`` tells a change and so does
+      it (:data:`_CHANGE_RE`, which :func:`_changed_to` needs);
+    - :func:`_ends`: a job ended unnamed ("was let go"): work named (:data:`_WORK_RE`);
+      else each word naming what ended one of ``a`` or another form of one;
+    - :func:`_replaces`: the thing "changed <the thing> to" names another form of a word
+      of ``a``; else ``new`` says "instead" and the two share a word besides the subjects;
+    - :func:`_new_place`: a move or a job to a name, and a home or work named
+      (:data:`_HOME_RE`, :data:`_WORK_RE`);
+    - the words: a negation flipped (:func:`_flips`, on the same sets), both labelled notes
+      (:func:`_relabels`), or the share of stems :func:`_versions` compares, computed as it
+      computes it."""
+    markers, a = words
+    b = new.stems
+    if new.change is not None and _CHANGE_RE.search(text):
+        return True
+    if new.dismissed and new.ended == frozenset():
+        if _WORK_RE.search(text):
+            return True
+    elif new.ended and all(w in a or _word_forms(frozenset({w}), a) for w in new.ended):
+        return True
+    changed = _changed_thing(new.text)
+    if changed is not None:
+        if _word_forms(frozenset({changed[0]}), a):
+            return True
+    elif _says_instead(new.text) and (a & b) - {subject or "", new.subject or ""}:
+        return True
+    moved = _to_name(new.text)
+    if moved is not None and (_HOME_RE if moved.group("move") else _WORK_RE).search(text):
+        return True
+    if _labelled(text) is not None and _labelled(new.text) is not None:
+        return True
+    if (markers - NEGATIONS == new.markers - NEGATIONS
+            and bool(markers & NEGATIONS) != bool(new.markers & NEGATIONS)
+            and bool(a) and _word_forms(a - b, b) and _word_forms(b - a, a)):
+        return True  # _flips
+    if _leading_name(text) is None and _leading_name(new.text) is None:
+        a, b = a | {""}, b | {""}
+    return bool(a and b) and len(a & b) / len(a | b) >= VERSION_OVERLAP
 
 
 @dataclass(frozen=True)
