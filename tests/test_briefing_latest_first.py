@@ -8,11 +8,14 @@ from pathlib import Path
 from everos_reflect.briefing.build import build_briefing
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
+from everos_reflect.runtime import Runtime
 from tests.reflect_fixtures import ANDREW, add_episode, make_runtime
 from tests.test_search_recency import Toy
 
 
-def _cars(root: Path):  # noqa: ANN202 - the runtime and the two statements' ids
+def _cars(root: Path) -> tuple[Runtime, str, str]:
+    """A runtime holding a car's two statements (March, June) and one unrelated Episode;
+    the two statements' ids."""
     rt = make_runtime(root, ExtractiveLLM(), embedder=Toy())
     old = add_episode(rt, ANDREW, "2026-03-01T10:00:00+00:00", "Car",
                       "Sam drives a blue Honda Civic to work every day.")
