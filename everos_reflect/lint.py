@@ -6,6 +6,7 @@ only render differently.
 from __future__ import annotations
 
 import sqlite3
+import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
@@ -486,8 +487,25 @@ def misnamed_problems(misnamed: list[str]) -> list[Problem]:
             why = f"named like a log of {other.folder}/, not of {folder}/"
         else:
             why = f"the {folder} folder's logs are named {kind.stem}-YYYY-MM-DD.md"
-        found.append(Problem(rel, 0, f"not read: {why}", "warning"))
+        found.append(Problem(rel, 0, f"not read: {why}{_name_end(name)}", "warning"))
     return found
+
+
+def _name_end(name: str) -> str:
+    """`` (this name ends in a space)`` for a log's name that goes on past ``.md`` with what a
+    listing does not show (a space, a tab, a dot), else ``""``: "the logs are named
+    episode-YYYY-MM-DD.md" alone, of a name that reads as just that, sent a person looking
+    for a difference they could not see."""
+    cut = name
+    while cut != cut.rstrip().rstrip("."):
+        cut = cut.rstrip().rstrip(".")
+    if cut == name or not cut.lower().endswith(".md"):
+        return ""
+    end = name[len(cut)]
+    words = {" ": "a space", "\t": "a tab", ".": "a dot"}.get(end)
+    if words is None:
+        words = f"U+{ord(end):04X} ({unicodedata.name(end, 'a space')})"
+    return f" (this name ends in {words})"
 
 
 def irregular_problems(root: Path, irregular: list[str]) -> list[Problem]:

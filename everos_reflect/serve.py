@@ -16,6 +16,7 @@ still running is recorded as abandoned — each strategy's ``recover`` hook make
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import signal
@@ -188,11 +189,22 @@ def listen_socket(host: str, port: int) -> socket.socket:
         sock.bind((host.removeprefix("[").removesuffix("]"), port))
     except OSError as exc:
         sock.close()
-        why = os_reason(exc)
-        raise EverosError(f"cannot listen on {host}:{port}: {why} (another process may hold "
-                          "the port: choose another with --port or [server] port)") from None
+        raise EverosError(f"cannot listen on {host}:{port}: {os_reason(exc)} "
+                          f"({_listen_hint(exc)})") from None
     sock.set_inheritable(True)
     return sock
+
+
+def _listen_hint(exc: OSError) -> str:
+    """What to do about a bind that failed, by its cause: every failure was told "another
+    process may hold the port", also a host name that does not resolve and an address this
+    machine does not have, where the port was never the problem."""
+    if isinstance(exc, socket.gaierror):
+        return ("the host name does not resolve to an address: give an address of this "
+                "machine with --host or [server] host")
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return "this machine has no such address: give one of its own with --host or [server] host"
+    return "another process may hold the port: choose another with --port or [server] port"
 
 
 def uvicorn_config(app: Any, host: str, port: int) -> uvicorn.Config:

@@ -504,8 +504,10 @@ _TOML_POS = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 TOML_ERRORS = (ValueError, RecursionError)
 
 
-def toml_syntax_problem(file: str, exc: Exception) -> Problem:
-    """Turn tomllib's message into (file, "line N", reason) so the line is easy to find."""
+def toml_syntax_problem(file: str, exc: Exception, text: str | None = None) -> Problem:
+    """Turn tomllib's message into (file, "line N", reason) so the line is easy to find;
+    one that names a key in Python's words, or none, says it in TOML's (``text``: the file's
+    text, to name the key set twice on that line: :func:`_toml_reason`)."""
     if isinstance(exc, RecursionError):
         return file, "(syntax)", ("TOML syntax error: arrays or inline tables nested too "
                                   "deeply to read")
@@ -514,8 +516,58 @@ def toml_syntax_problem(file: str, exc: Exception) -> Problem:
     message = str(exc)
     m = _TOML_POS.search(message)
     if m:
-        return file, f"line {m.group(1)}", f"TOML syntax error: {message[: m.start()]}"
+        reason = _toml_reason(message[: m.start()], text, int(m.group(1)))
+        return file, f"line {m.group(1)}", f"TOML syntax error: {reason}"
     return file, "(syntax)", f"TOML syntax error: {message}"
+
+
+#: tomllib's messages naming a key path as a Python tuple: "Cannot declare ('llm',) twice",
+#: "Cannot mutate immutable namespace ('x',)".
+_TOML_KEY_PATH = re.compile(r"^(Cannot declare|Cannot mutate immutable namespace) (\(.*\))"
+                            r"( twice)?$")
+#: A key TOML writes bare (without quotes).
+_BARE_TOML_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _toml_key_path(parts: tuple[str, ...]) -> str:
+    """A key path as TOML writes it: ``llm.max_retries``, ``a."b c"``."""
+    return ".".join(p if _BARE_TOML_KEY.fullmatch(p) else quoted_value(p).replace("'", '"')
+                    for p in parts)
+
+
+def _toml_reason(reason: str, text: str | None, line: int) -> str:
+    """tomllib's ``reason`` in TOML's words where it names a key in Python's (``('llm',)``)
+    or names no key: "Cannot overwrite a value" said nothing of which, where the file's
+    line 3 set ``max_retries`` a second time."""
+    import ast
+
+    found = _TOML_KEY_PATH.match(reason)
+    if found is not None:
+        try:
+            parts = ast.literal_eval(found.group(2))
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return reason
+        if not isinstance(parts, tuple) or not all(isinstance(p, str) for p in parts):
+            return reason
+        key = _toml_key_path(parts)
+        if found.group(1) == "Cannot declare":
+            return f"the table [{key}] is declared twice (each table's header is written once)"
+        return (f"{key} was written whole on one line (an inline table or an array): no key "
+                "can be added to it after")
+    if reason != "Cannot overwrite a value":
+        return reason
+    lines = (text or "").splitlines()
+    statement = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    if statement.startswith("["):
+        name = statement.strip("[]").strip()
+        return (f"[{name}] names a key that already has a value (each key is set once)"
+                if name and '"' not in name and "'" not in name else
+                "a table header names a key that already has a value (each key is set once)")
+    key = statement.partition("=")[0].strip()
+    if key and "=" in statement and '"' not in key and "'" not in key:
+        return (f"cannot set {key}: it, or a key it is under, already has a value (each key "
+                "is set once)")
+    return "cannot set a key that already has a value (each key is set once)"
 
 
 class TypedFloat(float):
@@ -593,7 +645,7 @@ def _read_toml(text: str, file: str, problems: list[Problem]) -> dict[str, Any] 
     try:
         return loads_toml(text)
     except TOML_ERRORS as exc:
-        problems.append(toml_syntax_problem(file, exc))
+        problems.append(toml_syntax_problem(file, exc, text))
         return None
 
 
@@ -806,6 +858,7 @@ def _merge_env(
     origin: dict[tuple[str, str], tuple[str, str]],
     problems: list[Problem],
 ) -> None:
+    named: dict[tuple[str, str], str] = {}  # (section, key) -> the first variable naming it
     for name in sorted(env):
         # EVEROS_ROOT and friends have no "__": only EVEROS_<SECTION>__<KEY> are settings.
         if not name.startswith(ENV_PREFIX):
@@ -826,6 +879,13 @@ def _merge_env(
         if key not in types:
             shown = shown_key(f"{section}.{key}")
             problems.append((ENV_FILE, name, unknown(f"key {shown}", key, types, list_few=True)))
+            continue
+        # the name is read in any case: EVEROS_LLM__MODEL and EVEROS_llm__model are one
+        # setting, and the one sorted last won without a word
+        first = named.setdefault((section, key), name)
+        if first != name:
+            problems.append((ENV_FILE, name, f"{section}.{key} is set by {first} too: set it "
+                             "by one variable"))
             continue
         value, reason = _coerce_env(env[name], types[key], CHECKS.get((section, key)))
         if reason:
@@ -938,18 +998,34 @@ def setting_rows(root: str | os.PathLike[str], section: str,
 
 def _shown_setting(section: str, key: str, value: Any) -> Any:
     """``value`` as ``settings`` may print it: a secret as ``(set)`` (or None, not set), a URL
-    with ``***`` for a password in it."""
+    as :func:`_shown_url` writes it."""
     if value in (None, ""):
         return None
     if (section, key) in SECRET_KEYS:
         return "(set)"
     if (section, key) in URL_KEYS and isinstance(value, str):
-        parts = urlsplit(value)
-        if parts.password is not None:
-            netloc = f"{parts.username or ''}:***@{parts.hostname or ''}"
-            netloc += f":{parts.port}" if parts.port is not None else ""
-            return urlunsplit(parts._replace(netloc=netloc))
+        return _shown_url(value)
     return value
+
+
+def _shown_url(url: str) -> str:
+    """``url`` with ``***`` for its password and for the values of its query string and
+    fragment, as every error writes a URL (:func:`~everos_reflect.model.redacted_url`), its
+    user name and host kept as written: ``http://me:***@[::1]:8080/v1?api_key=***``. It
+    masked the password alone, so a key given in the query string (as some gateways take
+    it) was printed in clear, and the host was rebuilt from its parts, which dropped an IPv6
+    host's brackets (``me:***@::1:8080``)."""
+    parts = urlsplit(url)
+    user, at, host = parts.netloc.rpartition("@")
+    if at and ":" in user:
+        user = f"{user.split(':', 1)[0]}:***"
+    shown = urlunsplit(parts._replace(netloc=f"{user}{at}{host}", query="", fragment=""))
+    if parts.query or "?" in url:
+        shown += "?" + "&".join(f"{p.split('=', 1)[0]}=***" if "=" in p else "***" if p else ""
+                                for p in parts.query.split("&"))
+    if parts.fragment or "#" in url:
+        shown += "#" + ("***" if parts.fragment else "")
+    return shown
 
 
 def _default_comments(text: str) -> dict[tuple[str, str], str]:

@@ -55,8 +55,9 @@ def test_a_malformed_line_is_answered_and_the_server_goes_on(root: Path) -> None
         send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": 42}))
         invalid = receive()
         assert invalid["id"] == 3 and invalid["error"]["code"] == types.INVALID_REQUEST
-        assert invalid["error"]["message"] == (
-            "invalid request: not a JSON-RPC 2.0 request, notification or response")
+        assert invalid["error"]["message"] == (  # what is wrong named since session 49
+            "invalid request: not a JSON-RPC 2.0 request, notification or response: method "
+            "must be a string, got a number: 42")
         send("[1, 2]")  # a batch of two things that are no message: an array of two errors
         assert [(a["id"], a["error"]["code"]) for a in receive()] == \
             [(None, types.INVALID_REQUEST)] * 2

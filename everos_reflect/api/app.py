@@ -222,9 +222,14 @@ def _slash_meant(request: Request) -> tuple[BaseRoute, str] | None:
 
 
 def _guarded(route: BaseRoute) -> bool:
-    """Whether ``route`` answers only with the bearer token (:func:`_authorize`)."""
+    """Whether ``route`` answers only with the bearer token (:func:`_authorize`). A router
+    included whole (the memory, belief and insight routes: FastAPI matches it as one entry,
+    with no ``dependant`` of its own) is taken as guarded, as every route in it is: read as
+    open, ``GET /memory/explain/<id>/`` named its route to a client without the token."""
     dependant = getattr(route, "dependant", None)
-    return dependant is not None and any(d.call is _authorize for d in dependant.dependencies)
+    if dependant is None:
+        return True
+    return any(d.call is _authorize for d in dependant.dependencies)
 
 
 def _path_parameter_problem(request: Request) -> list[dict[str, Any]] | None:

@@ -36,7 +36,7 @@ from pydantic import BaseModel, RootModel, ValidationError
 
 from everos_reflect import errors
 from everos_reflect.api import models, ops
-from everos_reflect.model import SURROGATES, empty_id, quoted_value
+from everos_reflect.model import SURROGATES, empty_id, json_got, json_type, quoted_value
 from everos_reflect.problem_words import counted, did_you_mean, unknown_named
 
 if TYPE_CHECKING:
@@ -653,13 +653,41 @@ def _unreadable(exc: Exception) -> types.JSONRPCError | None:
         reason = str(first.get("msg", "invalid JSON"))[:200]
         return types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(
             code=types.PARSE_ERROR, message=f"parse error: the line is not JSON ({reason})"))
-    ident = next((p["input"].get("id") for p in problems if isinstance(p.get("input"), dict)),
-                 None)
+    data = next((p["input"] for p in problems if isinstance(p.get("input"), dict)), None)
+    ident = data.get("id") if data is not None else None
     if isinstance(ident, bool) or not isinstance(ident, int | str):
         ident = None
+    problem = _message_problem(data)
+    if data is None and first.get("type") == "model_type" and len(first.get("loc", ())) == 1:
+        # the message itself is no object (null, a number, a string, an array in a batch):
+        # its type, not its value (a 1e400 is read as infinity, a value nobody sent)
+        problem += f": a message must be a JSON object, got {json_type(first.get('input'))}"
     return types.JSONRPCError(jsonrpc="2.0", id=ident, error=types.ErrorData(
-        code=types.INVALID_REQUEST,
-        message="invalid request: not a JSON-RPC 2.0 request, notification or response"))
+        code=types.INVALID_REQUEST, message=f"invalid request: {problem}"))
+
+
+def _message_problem(data: dict[str, Any] | None) -> str:
+    """What makes ``data`` no JSON-RPC 2.0 message, named: ``jsonrpc must be "2.0", got
+    "1.0"``, ``params must be an object, got an array: []``. Every such message was "not a
+    JSON-RPC 2.0 request, notification or response", naming nothing to fix (the SDK's
+    validation lists a problem for each kind of message it might have been)."""
+    what = "not a JSON-RPC 2.0 request, notification or response"
+    if data is None:
+        return what
+    if data.get("jsonrpc") != "2.0":
+        got = json_got(data["jsonrpc"]) if "jsonrpc" in data else "none"
+        return f'{what}: jsonrpc must be "2.0", got {got}'
+    if "method" in data:
+        if not isinstance(data["method"], str):
+            return f"{what}: method must be a string, got {json_got(data['method'])}"
+        params = data.get("params")
+        if "params" in data and params is not None and not isinstance(params, dict):
+            # JSON-RPC allows an array; MCP's requests take their params by name
+            return f"{what}: params must be an object, got {json_got(params)}"
+        return what
+    if "result" in data or "error" in data:
+        return what  # a response of the client's, malformed: the SDK's words would list all
+    return f"{what}: it has no method (a request or notification), nor a result or error"
 
 
 def drain_seconds(settings: Settings) -> float:

@@ -187,7 +187,7 @@ def parse_fleet(text: str, file: str = "fleet.toml") -> FleetConfig:
     try:
         data = loads_toml(text)
     except TOML_ERRORS as exc:
-        raise ConfigError([toml_syntax_problem(file, exc)]) from None
+        raise ConfigError([toml_syntax_problem(file, exc, text)]) from None
     for key in data:
         if key not in _KEYS:
             problems.append((file, key, unknown("key", key, _KEYS, list_few=True)))

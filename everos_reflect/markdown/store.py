@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import secrets
 import stat
 import threading
@@ -113,6 +114,11 @@ def _given_time(stamp: object) -> datetime | None:
         return writer.GivenTime.of(when)
     return when
 
+
+
+#: A Markdown file's name: ``.md`` in any case, then nothing but spaces or dots (invisible in
+#: a listing: "episode-2026-10-12.md " was read by nothing and named by no ``lint``).
+_MD_END = re.compile(r"\.md[\s.]*\Z", re.IGNORECASE)
 
 class MarkdownStore:
     """Daily logs of every user under ``root`` (layout in SPEC §2)."""
@@ -426,15 +432,16 @@ class MarkdownStore:
     def _misnamed(self, folder: Path, kind: Kind) -> list[str]:
         """Markdown files in ``kind``'s folder whose name is not ``<stem>-YYYY-MM-DD.md``
         ("episode-2026-10-02 (copy).md", "episode-2026-10-5.md", "Episode-….md", another
-        kind's log): nothing reads them, so the entries a person writes there are in no
-        index, search or merge. Hidden files (editors' swap and lock files, this daemon's
-        temp files) are not Markdown a person edits, and are left out."""
+        kind's log, "episode-….md " with a space or a dot past ``.md``): nothing reads them,
+        so the entries a person writes there are in no index, search or merge. Hidden files
+        (editors' swap and lock files, this daemon's temp files) are not Markdown a person
+        edits, and are left out."""
         try:
             names = sorted(e.name for e in os.scandir(folder) if e.is_file())
         except OSError:
             return []
         return [self._label(folder / name) for name in names
-                if not name.startswith(".") and name.lower().endswith(".md")
+                if not name.startswith(".") and _MD_END.search(name)
                 and not ((m := log_name_match(name)) and m.group(1) == kind.stem)]
 
     def _misplaced(self, user_dir: Path) -> list[str]:

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 import uuid
 from collections import Counter
@@ -97,6 +98,26 @@ class StaleSources(EverosError):
     """A source changed (or was archived) after Select: the merge must not archive it."""
 
 
+class UserGone(EverosError):
+    """The folder of a merge's user is gone while the merge is committed (renamed, moved to
+    another project, or removed by hand): nothing more is written under the old name."""
+
+
+def refuse_if_gone(runtime: Runtime, plans: Iterable[Plan]) -> None:
+    """Raise :class:`UserGone` when the folder of a user of ``plans`` is gone. Asked before
+    each write of a commit: the store makes a log's folders as it writes, so a write under
+    the old name made the folder again for a user nobody has (a narrative there whose sources
+    went with the folder, live; or the merge withdrawn there as stale, its narrative that
+    moved with the folder withdrawn, and the next run paid the merge again). Raised, the
+    journal row stays, and the merge is settled where its entries went, as after a kill
+    (:func:`settle_interrupted`)."""
+    gone = sorted({str(p.ref) for p in plans if runtime.store.user_gone(p.ref)})
+    if gone:
+        raise UserGone(f"the folder of user {gone[0]} was renamed, moved or removed by hand "
+                       "while its merge was committed; nothing more is written under that "
+                       "name")
+
+
 class ArchiveTooLarge(EverosError):
     """The ``deprecated_entries`` keys of a merge would push a source's log past
     ``limits.max_file_bytes``: known before the point of no return, so it is withdrawn."""
@@ -131,6 +152,10 @@ class Plan:
     merged_id: str | None = None
     error: str | None = None  # why it is being abandoned
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the user the merge was planned for, once recovery followed its folder elsewhere
+    #: (:func:`follow_moved_user`): ``hashes`` were taken under that name, so a source whose
+    #: ``owner_id`` a person rewrote to the new folder's user is unchanged
+    origin_user: str | None = None
 
     @property
     def ref(self) -> UserRef:
@@ -278,6 +303,7 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
     if narrative is None and committed and archived_toward(runtime, plan):
         return _deleted_after_commit(runtime, indexer, plan, started)
     if narrative is None:
+        refuse_if_gone(runtime, [plan])
         try:
             narrative = store.append(ref, Kind.EPISODE, narrative_meta(plan),
                                      {"Subject": plan.title, "Content": plan.content},
@@ -317,6 +343,7 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
     mark_consolidated(runtime, plan, runtime.embedder.embed([narrative.search_text])[0])
     _sync(indexer, runtime, touched_files(runtime, plan))
     checkpoint(SYNCED)
+    settle_copies(runtime, indexer, plan)  # a folder copied while this ran: taken half done
     with transaction(conn):
         plan_report(conn, plan, "ok", merged=plan.merged_id, error=plan.error,
                     duration_ms=plan.llm_ms + ms_since(started))
@@ -334,6 +361,8 @@ def _write_missing_facts(runtime: Runtime, plan: Plan) -> None:
             written[fact] -= 1
             continue
         missing.append((fact_meta(plan), {"Fact": fact}))
+    if missing:
+        refuse_if_gone(runtime, [plan])
     runtime.store.append_many(plan.ref, Kind.ATOMIC_FACT, missing, day=plan.day_date,
                               withdrawable=True)
 
@@ -342,49 +371,95 @@ def settle_copies(runtime: Runtime, indexer: Indexer, plan: Plan, *,
                   withdraw: bool = False) -> None:
     """Settle the merge in every other user's folder that holds a copy of it half done: its
     narrative (the entry naming this row in its ``reflection`` key) live there, the user's
-    folder copied by hand while the merge was interrupted. Settled only where it began, the
-    copy kept the narrative live beside its live sources for good: an update merge's are its
-    previous narrative and one new Episode, which no run selects to fold it in. Each copy is
-    settled by its own logs, as recovery settles a merge: rolled forward (its facts written,
-    its unchanged sources archived toward it), or, nothing archived toward it yet and a
-    source changed there (or ``withdraw``: the merge is being abandoned), withdrawn.
+    folder copied by hand while the merge was interrupted, or while it ran. Settled only where
+    it began, the copy kept the narrative live beside its live sources for good: an update
+    merge's are its previous narrative and one new Episode, which no run selects to fold it
+    in. Each copy is settled by its own logs, as recovery settles a merge: rolled forward (its
+    facts written, its unchanged sources archived toward it), or, nothing archived toward it
+    yet and a source changed there (or ``withdraw``: the merge is being abandoned), withdrawn.
     Markdown and the index only: the clusters and the audit rows stay the first user's (the
     narrative names the first user's cluster). Called before the merge itself is settled,
     which deletes the row: a kill in between leaves the row, and the next start settles the
     copies again (each step checks what is done)."""
+    settle_copies_of(runtime, indexer, [plan], withdraw=withdraw)
+
+
+def settle_copies_of(runtime: Runtime, indexer: Indexer, plans: list[Plan], *,
+                     withdraw: bool = False) -> None:
+    """:func:`settle_copies` for every merge of ``plans`` (a batch's), the users listed once
+    and each other user's log of a plan day read once for all of its merges' ids: a merge
+    committed live settles its copies too (a folder copied while it ran was taken half done),
+    and a batch paid a listing and a read per merge. Most users hold no log of that day, or
+    none naming a row: not parsed."""
+    by_day: dict[date, list[Plan]] = {}
+    for plan in plans:
+        by_day.setdefault(plan.day_date, []).append(plan)
     for ref in runtime.store.iter_users():
-        if ref == plan.ref:
-            continue
-        copy = replace(plan, app=ref.app, project=ref.project, user_id=ref.user_id,
-                       merged_id=None, extra={})
-        path = runtime.store.log_path(ref, Kind.EPISODE, plan.day_date)
-        try:  # most users hold no log of that day, or none naming the row: not parsed
-            if not path.is_file() or not runtime.store.mentions(path, plan.id.encode()):
+        for day, group in by_day.items():
+            path = runtime.store.log_path(ref, Kind.EPISODE, day)
+            if not any(p.ref != ref for p in group):
                 continue
-            narrative = find_narrative(runtime, copy)
-            if narrative is None or narrative.deprecated_by is not None:
+            try:  # is_file raises for a folder this account may not enter
+                if not path.is_file():
+                    continue
+                named = _named_in(runtime, path, [p.id for p in group if p.ref != ref])
+            except OSError as exc:  # denied, a FIFO named like the log, gone: read as no copy
+                log.warning("cannot read %s for copies of merges: %s",
+                            runtime.store.rel(path), describe(exc))
                 continue
-            copy.merged_id = narrative.id
-            if not archived_toward(runtime, copy) and (
-                    withdraw or changed_sources(runtime, copy, copied_from=plan.user_id)):
-                runtime.store.deprecate(ref, {narrative.id: narrative.id, **{
-                    f.id: narrative.id for f in find_facts(runtime, copy)}})
-                how = "withdrawn"
-            else:
-                _write_missing_facts(runtime, copy)
-                _archive_sources(runtime, copy, committed=True, copied_from=plan.user_id)
-                how = "finished"
-            _sync(indexer, runtime, touched_files(runtime, copy))
-        except Exception as exc:  # that copy's alone: the merge itself is settled still
-            if runtime.root_gone():
-                raise
-            log.error("merge %s of cluster %s: cannot settle its copy in the logs of %s: %s",
-                      plan.id, plan.cluster_id, ref, describe(exc),
-                      exc_info=not isinstance(exc, EverosError))
-            continue
-        log.warning("merge %s of cluster %s: the folder of user %s was copied by hand into "
-                    "%s's while the merge was interrupted; %s there too", plan.id,
-                    plan.cluster_id, plan.ref, ref, how)
+            for plan in group:
+                if plan.id in named:
+                    _settle_copy(runtime, indexer, plan, ref, withdraw=withdraw)
+
+
+def _named_in(runtime: Runtime, path: Path, ids: list[str]) -> set[str]:
+    """Those of ``ids`` the file's bytes contain, read once in pieces (as
+    :meth:`MarkdownStore.mentions` reads for one)."""
+    from everos_reflect.fileio import open_regular
+
+    needles = {i: i.encode() for i in ids}
+    keep = max(len(n) for n in needles.values()) - 1
+    found: set[str] = set()
+    tail = b""
+    with open_regular(path, within=os.path.realpath(runtime.store.root)) as fh:
+        while len(found) < len(needles) and (chunk := fh.read(1 << 20)):
+            window = tail + chunk
+            found.update(i for i, n in needles.items() if i not in found and n in window)
+            tail = window[-keep:] if keep else b""
+    return found
+
+
+def _settle_copy(runtime: Runtime, indexer: Indexer, plan: Plan, ref: UserRef, *,
+                 withdraw: bool) -> None:
+    """Settle ``plan``'s copy in ``ref``'s logs (:func:`settle_copies`)."""
+    copy = replace(plan, app=ref.app, project=ref.project, user_id=ref.user_id,
+                   merged_id=None, extra={})
+    try:
+        narrative = find_narrative(runtime, copy)
+        if narrative is None or narrative.deprecated_by is not None:
+            return
+        copy.merged_id = narrative.id
+        origin = plan.origin_user or plan.user_id  # whose entries the hashes are of
+        if not archived_toward(runtime, copy) and (
+                withdraw or changed_sources(runtime, copy, copied_from=origin)):
+            runtime.store.deprecate(ref, {narrative.id: narrative.id, **{
+                f.id: narrative.id for f in find_facts(runtime, copy)}})
+            how = "withdrawn"
+        else:
+            _write_missing_facts(runtime, copy)
+            _archive_sources(runtime, copy, committed=True, copied_from=origin)
+            how = "finished"
+        _sync(indexer, runtime, touched_files(runtime, copy))
+    except Exception as exc:  # that copy's alone: the merge itself is settled still
+        if runtime.root_gone():
+            raise
+        log.error("merge %s of cluster %s: cannot settle its copy in the logs of %s: %s",
+                  plan.id, plan.cluster_id, ref, describe(exc),
+                  exc_info=not isinstance(exc, EverosError))
+        return
+    log.warning("merge %s of cluster %s: the folder of user %s was copied by hand into "
+                "%s's while the merge was under way; %s there too", plan.id,
+                plan.cluster_id, plan.ref, ref, how)
 
 
 def _deleted_after_commit(runtime: Runtime, indexer: Indexer, plan: Plan,
@@ -662,7 +737,9 @@ def changed_sources(runtime: Runtime, plan: Plan, *,
     saw (edited, deleted, or archived toward anything but this merge's narrative).
     ``copied_from``: the user the merge began for, whose folder ``plan.ref``'s is a copy of:
     an ``owner_id`` naming ``plan.ref`` is read as that user's (a copy made the new user's
-    rewrites it, and every source counted as edited)."""
+    rewrites it, and every source counted as edited). The same for a folder renamed
+    (``plan.origin_user``): a rewritten ``owner_id`` is no change to the sources."""
+    copied_from = copied_from or plan.origin_user
     changed: dict[str, str] = {}
     found = runtime.store.get_many(plan.ref, plan.hashes)
     for entry_id, planned in plan.hashes.items():
@@ -707,6 +784,7 @@ def _archive_sources(runtime: Runtime, plan: Plan, *, committed: bool,
     assert plan.merged_id is not None
     store, ref = runtime.store, plan.ref
     with locked(runtime, [store.path_for_id(ref, i) for i in plan.hashes]):
+        refuse_if_gone(runtime, [plan])  # its sources are not "deleted": they went with it
         changed = changed_sources(runtime, plan, copied_from=copied_from)
         if changed and not committed:
             raise StaleSources("sources changed after Select: " + "; ".join(changed.values()))
@@ -720,6 +798,7 @@ def _archive_sources(runtime: Runtime, plan: Plan, *, committed: bool,
                     raise ArchiveTooLarge(why)
             _set_step(runtime.db(), plan, ARCHIVING)
             checkpoint(ARCHIVING)
+        refuse_if_gone(runtime, [plan])
         conflicts = store.deprecate(ref, mapping)
     for old, new in sorted(conflicts.items()):
         log.warning("%s: %s was already archived toward %s; left as it is", ref, old, new)
@@ -798,6 +877,7 @@ def abandon(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
     else:
         _withdraw_strays(runtime, plan, None)
     _sync(indexer, runtime, touched_files(runtime, plan))
+    settle_copies(runtime, indexer, plan, withdraw=True)  # copied while under way
     reason = plan.error or "interrupted"
     if withdrawn:
         reason += f" (narrative {withdrawn} withdrawn)"
@@ -848,7 +928,9 @@ def follow_moved_user(runtime: Runtime, indexer: Indexer, plan: Plan) -> bool:
     here = not store.user_gone(plan.ref)
     if here and _holds_merge(runtime, plan):
         return True
-    moves = {ref: replace(plan, app=ref.app, project=ref.project, user_id=ref.user_id)
+    origin = plan.origin_user or plan.user_id
+    moves = {ref: replace(plan, app=ref.app, project=ref.project, user_id=ref.user_id,
+                          origin_user=origin)
              for ref in store.iter_users() if ref != plan.ref}
     found = next((ref for ref, moved in moves.items()
                   if find_narrative(runtime, moved) is not None), None)
@@ -868,6 +950,7 @@ def follow_moved_user(runtime: Runtime, indexer: Indexer, plan: Plan) -> bool:
                 "its entries are in %s's logs, so the merge is finished there", plan.id,
                 plan.cluster_id, plan.ref, found)
     plan.app, plan.project, plan.user_id = found.app, found.project, found.user_id
+    plan.origin_user = origin
     indexer.scan()
     return True
 
@@ -896,24 +979,7 @@ def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
     for plan, step in pending(runtime.db()):
         started = time.perf_counter()
         try:
-            if not follow_moved_user(runtime, indexer, plan):
-                plan.error = (f"interrupted, then the folder of user {plan.user_id} was "
-                              "removed or renamed by hand")
-                outcome = abandon(runtime, indexer, plan, started, status="abandoned")
-            elif step == ABANDONING:
-                settle_copies(runtime, indexer, plan, withdraw=True)
-                outcome = abandon(runtime, indexer, plan, started, status="abandoned")
-            else:
-                settle_copies(runtime, indexer, plan)
-                committed = resume(runtime, plan, step)
-                changed = {} if committed else changed_sources(runtime, plan)
-                if changed:
-                    plan.error = ("interrupted, then sources changed after Select: "
-                                  + "; ".join(changed.values()))
-                    outcome = abandon(runtime, indexer, plan, started, status="abandoned")
-                else:
-                    outcome = complete(runtime, indexer, plan, started,
-                                       stale_status="abandoned", committed=committed)
+            outcome = settle_interrupted(runtime, indexer, plan, step, started)
         except Exception as exc:  # a log broken by hand, an OSError writing one: this
             if runtime.root_gone():  # merge's alone (the others are settled), retried next run
                 raise
@@ -930,6 +996,30 @@ def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
     return outcomes
 
 
+def settle_interrupted(runtime: Runtime, indexer: Indexer, plan: Plan, step: str,
+                       started: float, *, stale_status: str = "abandoned") -> Outcome:
+    """Finish or abandon one merge whose row reached ``step`` and whose commit stopped: a kill
+    (:func:`recover`), or its user's folder renamed or removed by hand while it was committed
+    (:class:`UserGone`, a batch's merge finished alone). Its folder followed first
+    (:func:`follow_moved_user`), its copies settled (:func:`settle_copies`); a changed source
+    withdraws it as ``stale_status`` while nothing is archived toward it yet."""
+    if not follow_moved_user(runtime, indexer, plan):
+        plan.error = (f"interrupted, then the folder of user {plan.user_id} was "
+                      "removed or renamed by hand")
+        return abandon(runtime, indexer, plan, started, status="abandoned")
+    if step == ABANDONING:  # abandon withdraws the copies too
+        return abandon(runtime, indexer, plan, started, status="abandoned")
+    settle_copies(runtime, indexer, plan)
+    committed = resume(runtime, plan, step)
+    changed = {} if committed else changed_sources(runtime, plan)
+    if changed:
+        plan.error = ("interrupted, then sources changed after Select: "
+                      + "; ".join(changed.values()))
+        return abandon(runtime, indexer, plan, started, status=stale_status)
+    return complete(runtime, indexer, plan, started, stale_status=stale_status,
+                    committed=committed)
+
+
 def has_pending(root: Path) -> bool:
     """Whether ``root``'s journal holds interrupted merges, read without creating or migrating
     anything (cheap enough to ask before every command)."""
@@ -943,6 +1033,7 @@ __all__ = [
     "Outcome",
     "Plan",
     "StaleSources",
+    "UserGone",
     "abandon",
     "archived_toward",
     "changed_sources",
@@ -963,6 +1054,10 @@ __all__ = [
     "pending",
     "plan_report",
     "recover",
+    "refuse_if_gone",
     "resume",
+    "settle_copies",
+    "settle_copies_of",
+    "settle_interrupted",
     "touched_files",
 ]

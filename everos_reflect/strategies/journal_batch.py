@@ -111,11 +111,13 @@ def _steps(runtime: Runtime, indexer: Indexer, plans: list[Plan], steps: dict[st
     """The journal's steps for the whole batch; ``steps`` and ``outcomes`` say how far each
     merge got, should one of them fail."""
     conn = runtime.db()
+    journal.refuse_if_gone(runtime, plans)  # a folder renamed meanwhile: each finished alone
     with durable_group():  # each step's logs durable before the step is recorded
         narratives = _write_narratives(runtime, plans)
     _record(conn, plans, journal.NARRATIVE, steps)
     journal.checkpoint(journal.NARRATIVE)
 
+    journal.refuse_if_gone(runtime, plans)
     with durable_group():
         _write_facts(runtime, plans)
     _record(conn, plans, journal.FACTS, steps)
@@ -135,6 +137,8 @@ def _steps(runtime: Runtime, indexer: Indexer, plans: list[Plan], steps: dict[st
         indexer.sync_paths([*(path for t in touched for path in t[:2]),
                             *(path for t in touched for path in t[2:])])
         journal.checkpoint(journal.SYNCED)
+        # a folder copied while the batch ran was taken half done: settled before the rows go
+        journal.settle_copies_of(runtime, indexer, live)
         with transaction(conn):
             for plan in live:
                 journal.plan_report(conn, plan, "ok", merged=plan.merged_id, error=plan.error,
@@ -201,6 +205,7 @@ def _archive(runtime: Runtime, plans: list[Plan], steps: dict[str, str],
     # each source log is parsed once for all the reads below (whatever the bytes, a read sees
     # the file as it is now); the archiving writes change them, so those parse anew
     with journal.locked(runtime, paths), store.reusing_parses():
+        journal.refuse_if_gone(runtime, plans)  # sources gone with a folder are not stale
         for plan in plans:
             changed = journal.changed_sources(runtime, plan)
             if changed:
@@ -214,6 +219,7 @@ def _archive(runtime: Runtime, plans: list[Plan], steps: dict[str, str],
             return live, stale
         _record(runtime.db(), live, journal.ARCHIVING, steps)
         journal.checkpoint(journal.ARCHIVING)
+        journal.refuse_if_gone(runtime, live)
         mappings: dict[UserRef, dict[str, str]] = {}
         for plan in live:
             mappings.setdefault(plan.ref, {}).update(_archive_pairs(runtime, plan))
@@ -288,6 +294,10 @@ def _finish_alone(runtime: Runtime, indexer: Indexer, plan: Plan, step: str,
     """After a failed batch step: finish (or withdraw) one merge from what reached the disk,
     as recovery would, but reporting a changed source as ``stale``."""
     try:
+        if runtime.store.user_gone(plan.ref):  # renamed or moved by hand while committed:
+            # settled where its entries went, as after a kill (never under the old name)
+            return journal.settle_interrupted(runtime, indexer, plan, step, started,
+                                              stale_status="stale")
         committed = journal.resume(runtime, plan, step)
         return journal.complete(runtime, indexer, plan, started, stale_status="stale",
                                 committed=committed)

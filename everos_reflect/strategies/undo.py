@@ -319,11 +319,62 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
     row_id = f"ru_{uuid.uuid4().hex[:16]}"
     merge_journal.insert(runtime.db(), row_id, ref, narrative.parent_id or "",
                          json.dumps(asdict(intent), sort_keys=True), journal.UNDOING)
-    result = _apply(runtime, intent)
+    result = _apply_here(runtime, intent)
+    if result.ref != ref:  # finished where the folder went, with its row
+        result.cascaded = cascaded
+        return result
+    if not _copies_finished(runtime, intent):
+        result.cascaded = cascaded
+        return result  # its row stays: the next start finishes the copies
     with transaction(runtime.db()):
         merge_journal.delete(runtime.db(), row_id)
     result.cascaded = cascaded
     return result
+
+
+def _apply_here(runtime: Runtime, intent: _Intent) -> UndoResult:
+    """:func:`_apply`, its journal row written. The user's folder renamed or moved by hand
+    while it ran (a write found the entries gone): the undo failed with "no entry …" of the
+    old name (entries that were only elsewhere), its row kept, and the moved folder held the
+    narrative live beside the sources already restored until the next start. It is now
+    finished where the folder went, as that start would (:func:`finish_interrupted`, which
+    also ends its row); the result names that user. Several folders holding it (a copy
+    too): raised, the row stays for the next start to say so."""
+    try:
+        return _apply(runtime, intent)
+    except Exception:
+        if runtime.root_gone() or not runtime.store.user_gone(intent.ref):
+            raise
+        log.warning("the folder of user %s was renamed, moved or removed by hand while its "
+                    "undo of %s ran; the undo is finished where its entries are",
+                    intent.ref, intent.undo)
+    for result in finish_interrupted(runtime):
+        if result.merged_entry_id == intent.undo and result.ref != intent.ref:
+            return result
+    raise EverosError(f"the folder of user {intent.ref} was renamed, moved or removed by hand "
+                      f"while the undo of {intent.undo} ran, and no one user's logs hold that "
+                      "merge now; the next start settles it (its log says how)")
+
+
+def _copies_finished(runtime: Runtime, intent: _Intent) -> bool:
+    """Finish the undo, just done in ``intent``'s folder, in every copy of that folder taken
+    half done while it ran (by hand, between its restore and its archive: the narrative live
+    beside the entries it restores, for good, once the row was gone). False when a copy could
+    not be finished now: the undo itself is done, and its row is kept for the next start."""
+    try:
+        copies, _ = _finish_copies(runtime, intent)
+    except Exception as exc:  # a copy's log broken by hand, an OSError writing it
+        if runtime.root_gone():
+            raise
+        log.error("undo of %s (%s): a copy of the folder taken while it ran cannot be "
+                  "finished yet (%s); the next start finishes it", intent.undo, intent.ref,
+                  describe(exc), exc_info=not isinstance(exc, EverosError))
+        return False
+    for copy in copies:
+        log.warning("the undo of %s (%s) is finished in the logs of %s too: its folder was "
+                    "copied there by hand while the undo ran (the narrative live beside the "
+                    "entries it restores)", intent.undo, intent.ref, copy.ref)
+    return True
 
 
 def _refuse_archived_by_hand(runtime: Runtime, ref: UserRef, merged_id: str,
@@ -395,7 +446,9 @@ def _restore_only(runtime: Runtime, ref: UserRef, merged_id: str, *,
     row_id = f"ru_{uuid.uuid4().hex[:16]}"
     merge_journal.insert(runtime.db(), row_id, ref, intent.cluster_id or "",
                          json.dumps(asdict(intent), sort_keys=True), journal.UNDOING)
-    result = _apply(runtime, intent)
+    result = _apply_here(runtime, intent)
+    if result.ref != ref:  # finished where the folder went, with its row
+        return result
     with transaction(runtime.db()):
         merge_journal.delete(runtime.db(), row_id)
     log.info("undo: %s of %s was %s by hand; its sources are restored", merged_id, ref,
@@ -582,11 +635,9 @@ def finish_interrupted(runtime: Runtime) -> list[UndoResult]:
                 intent.app, intent.project, intent.user_id = (
                     holders[0].app, holders[0].project, holders[0].user_id)
                 Indexer(runtime).scan()  # the index learns of the move before the undo's sync
-            copies = _half_undone_copies(runtime, intent)
-            if copies:  # the index learns of the copies before their undo's sync
-                Indexer(runtime).scan()
             result = _apply(runtime, intent)
-            results = [result, *(_apply(runtime, copy) for copy in copies)]
+            copies, finished_copies = _finish_copies(runtime, intent)
+            results = [result, *finished_copies]
         except Exception as exc:  # a log broken by hand, an OSError writing one: this
             if runtime.root_gone():  # undo's alone (the others are finished), kept for later
                 raise
@@ -609,6 +660,18 @@ def finish_interrupted(runtime: Runtime) -> list[UndoResult]:
                         intent.ref, copy.ref)
         done.extend(results)
     return done
+
+
+def _finish_copies(runtime: Runtime, intent: _Intent) -> tuple[list[_Intent], list[UndoResult]]:
+    """Finish the undo in every copy of it half done (:func:`_half_undone_copies`), once it is
+    finished where it began: the copies and what each undo did. Looked for after the undo's
+    own writes, so a folder copied while they ran (not only while a kill interrupted them) is
+    found too. Raises as :func:`_apply` does: the caller keeps the undo's row, and the next
+    start finishes them."""
+    copies = _half_undone_copies(runtime, intent)
+    if copies:  # the index learns of the copies before their undo's sync
+        Indexer(runtime).scan()
+    return copies, [_apply(runtime, copy) for copy in copies]
 
 
 def _half_undone_copies(runtime: Runtime, intent: _Intent) -> list[_Intent]:

@@ -1,0 +1,102 @@
+"""What a Reflection run pays to settle the copies of its merges (issue 15): a merge looks, before
+its journal row goes, for another user's folder holding a copy of it half done (a folder copied
+by hand while the merge ran: ``journal.settle_copies_of``). It lists the users once per batch
+and reads each other user's episode log of the merge day, if there is one, once for every
+merge of the batch.
+
+Builds a root of ``--users`` users who each hold one Episode logged on the merge day (the
+worst case: every listed user has a log to read; none holds a copy) and ``--merging`` users
+with three Episodes of one topic each (one merge each, committed in one batch), indexes it,
+then runs Reflection once in-process with the offline provider and prints the wall time of the
+run and of the copy look-ups within that same run.
+
+    nice -n 10 python bench/copy_settle_cost.py --users 2000 --merging 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+from everos_reflect.embedding import HashEmbedder
+from everos_reflect.engine.registry import RunContext, validate_strategy_settings
+from everos_reflect.index.sync import Indexer
+from everos_reflect.llm.extractive import ExtractiveLLM
+from everos_reflect.markdown import writer
+from everos_reflect.model import EntryId, Kind, UserRef
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import ClusteringSettings, Settings
+from everos_reflect.strategies import journal
+from everos_reflect.strategies.reflect import NAME, ReflectEpisodes
+
+TOPIC = [
+    ("{u} has no pets", "{u} has no pets: the apartment does not allow a dog."),
+    ("{u} adopted a dog named Toby", "{u} has a pet now: {u} adopted a dog named Toby."),
+    ("{u} adopted a second dog", "{u} adopted another dog named Buddy; two dogs, Toby and Buddy."),
+]
+
+
+def write_log(rt: Runtime, ref: UserRef, day: date, episodes: list[tuple[str, str]]) -> None:
+    """One episode log written directly (no fsync per entry: the root is built, not timed)."""
+    text = writer.new_log_text(Kind.EPISODE, ref.user_id, day)
+    for n, (subject, content) in enumerate(episodes, start=1):
+        meta = {"owner_id": ref.user_id, "timestamp": f"{day.isoformat()}T0{n}:00:00+00:00",
+                "parent_type": "memcell", "parent_id": "mc_1"}
+        block = writer.render_entry(str(EntryId(Kind.EPISODE, day, n)), meta,
+                                    {"Subject": subject, "Content": content})
+        text = writer.append_entry(text, block)
+    path = rt.store.log_path(ref, Kind.EPISODE, day)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, "utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", type=int, default=2000,
+                        help="users with one Episode on the merge day")
+    parser.add_argument("--merging", type=int, default=20, help="users with one merge each")
+    args = parser.parse_args(argv)
+    today = datetime.now(UTC).date()
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(clustering=ClusteringSettings(
+            threshold=0.25, time_window_days=60.0, rejoin_threshold=0.25, member_threshold=0.0))
+        rt = Runtime(Path(tmp), settings, embedder=HashEmbedder(64), llm=ExtractiveLLM())
+        for n in range(args.users):
+            write_log(rt, UserRef.of(f"u_other{n:05d}"), today,
+                      [("A note", f"User {n} wrote a note about the weather.")])
+        for n in range(args.merging):
+            user = f"u_merge{n:03d}"
+            write_log(rt, UserRef.of(user), date(2026, 9, 4),
+                      [(s.format(u=user), c.format(u=user)) for s, c in TOPIC])
+        Indexer(rt).scan()
+
+        spent: list[float] = []
+        real = journal.settle_copies_of
+
+        def timed(*a: object, **k: object) -> None:
+            t0 = time.perf_counter()
+            try:
+                real(*a, **k)  # type: ignore[arg-type]
+            finally:
+                spent.append(time.perf_counter() - t0)
+
+        journal.settle_copies_of = timed  # type: ignore[assignment]
+        values = validate_strategy_settings(NAME, {}, "ome.toml")
+        t0 = time.perf_counter()
+        counts = ReflectEpisodes().run(RunContext(rt, values, "bench", "manual", force=True))
+        run = time.perf_counter() - t0
+        journal.settle_copies_of = real
+        rt.close()
+    print(f"{args.users} users with a log of the merge day, {args.merging} merging users: "
+          f"merged {counts.get('merged', 0)}")
+    print(f"Reflection run: {run * 1000:.0f} ms wall; the copy look-ups in it: "
+          f"{sum(spent) * 1000:.1f} ms in {len(spent)} call(s) "
+          f"({100 * sum(spent) / run:.1f}% of the run)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
