@@ -14,6 +14,12 @@ A kill at a blind random delay mostly lands in interpreter start-up or after the
   moves to a later step, or at a random point;
 - **add**, **undo**, **reindex**, **watcher sync**: at a random point of the operation's
   measured duration (the watcher: of the time from a hand-written file to its indexing);
+- **copy** (not a kill): a user's folder copied by hand into a new user's (its ``owner_id``
+  and ``user_id`` rewritten) while a Reflection run commits a merge of theirs, as soon as the
+  journal reaches a chosen step (``narrative``, ``facts``, ``archiving``): the copy is taken
+  half done, and the run must settle it before its row goes (the invariants then hold for the
+  copy's user as for every other); the **recovery** kills copy the folder so in the crash
+  window too, now and then;
 - **provenance** (the derived tier): an insight citing two Episodes and a lesson citing a task
   are written as the tiers write them, a cited Episode and the task are edited by hand, then a
   ``search`` (whose scan makes both stale) is killed as soon as the index marks the Episode's
@@ -54,7 +60,7 @@ TOPICS = [
     "The team migrates the billing service database to Postgres",
 ]
 REFLECT = "reflect_episodes"
-OPS = ["reflect", "recovery", "add", "undo", "watcher", "reindex", "provenance"]
+OPS = ["reflect", "recovery", "add", "undo", "watcher", "reindex", "provenance", "copy"]
 #: Journal steps of a commit, in order (journal.py); ``abandoning`` only on a withdrawal.
 STEPS = ["planned", "narrative", "facts", "archiving", "deprecated"]
 RANK = {**{s: i for i, s in enumerate(STEPS)}, "abandoning": len(STEPS)}
@@ -277,6 +283,9 @@ class Kills:
     #: provenance kills whose derived records differ from an unkilled run's (cleared per kill)
     derived: list[str] = field(default_factory=list)
     recoverers: Counter = field(default_factory=Counter)  # command killed while recovering
+    #: copies a run left half done, read as soon as it exited (cleared per kill): the next
+    #: start's Reflection run may merge such a copy again, which the invariants then miss
+    half_copies: list[str] = field(default_factory=list)
     next_day: date = date(2026, 7, 1)
 
     def feed(self, i: int, n: int = 3) -> str:
@@ -321,6 +330,9 @@ class Kills:
         edited = ""
         if RANK[step] < RANK["archiving"] and self.rng.random() < 0.4:
             edited = self.edit_source(json.loads(plan))
+        copied = ""
+        if self.rng.random() < 0.3:  # the folder copied by hand in the crash window
+            copied = self.copy_user(json.loads(plan)["user_id"], f"u_copy{i}")
         user = self.rng.choice(USERS)
         port = str(_free_port())
         recoverer = self.rng.choice([
@@ -342,12 +354,56 @@ class Kills:
                             limit=self.times["reflect"] * 2)
         after = journal.steps()
         self.recoverers[recoverer[0]] += 1
-        how = f"row at {step}{', a source edited' if edited else ''}, {aim}"
+        how = (f"row at {step}{', a source edited' if edited else ''}"
+               f"{', the folder copied' if copied else ''}, {aim}")
         if recoverer[0] == "serve" and outcome == "finished":
             return f"{how}: serve exited"
         if not after:
             return f"{how}: recovered before the kill"
         return f"{how}: killed at {'+'.join(after)}"
+
+    def copy_user(self, user: str, new: str) -> str:
+        """The user's folder copied by hand into ``new``'s, made ``new``'s (every ``owner_id``
+        and ``user_id`` rewritten). Returns ``new``."""
+        source, target = self.root / user_rel(user), self.root / user_rel(new)
+        shutil.copytree(source, target)
+        for log in target.rglob("*.md"):
+            text = log.read_text(errors="replace")
+            log.write_text(text.replace(f"owner_id: {user}\n", f"owner_id: {new}\n")
+                           .replace(f"user_id: {user}\n", f"user_id: {new}\n"))
+        return new
+
+    def copy_once(self, i: int) -> str:
+        """A user's folder copied while a Reflection run commits a merge of theirs (not
+        killed): as soon as the journal reaches the aimed step, the folder is copied into a
+        new user's; the run goes on and must leave the copy settled."""
+        self.feed(i)
+        journal = Journal(self.root)
+        target = self.rng.choice(["narrative", "facts", "archiving"])
+        proc = subprocess.Popen([*EXE, "trigger", REFLECT, "--force", "--root", str(self.root)],
+                                env=self.env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, cwd=REPO)
+        deadline = time.monotonic() + self.times["reflect"] * 3
+        rows: list[tuple[str, str, str]] = []
+        while proc.poll() is None and time.monotonic() < deadline:
+            rows = [r for r in journal.rows() if RANK.get(r[1], -1) >= RANK[target]]
+            if rows:
+                break
+            time.sleep(POLL)
+        where = f"aimed at {target}: "
+        if rows:
+            user = json.loads(rows[0][2])["user_id"]
+            copy = self.copy_user(user, f"u_copy{i}")
+            where += f"copied with the journal at {rows[0][1]}"
+        else:
+            copy = ""
+            where += "the run finished first"
+        proc.wait(timeout=600)
+        if copy:  # as the run left it, before the next start's run looks at it
+            rel = user_rel(copy)
+            self.half_copies += chaos_reader.live_beside(
+                rel, chaos_reader.read_user(self.root / rel)[0])
+        return where
 
     def edit_source(self, plan: dict) -> str:
         """A person edits one of the merge's sources in the crash window: recovery must
@@ -611,7 +667,7 @@ def run_section(root: Path, env: dict[str, str], template: Path, *, n: int, seed
     handlers = {"reflect": kills.reflect_once, "recovery": kills.recovery_once,
                 "add": kills.add_once, "undo": kills.undo_once,
                 "watcher": kills.watcher_once, "reindex": kills.reindex_once,
-                "provenance": kills.provenance_once}
+                "provenance": kills.provenance_once, "copy": kills.copy_once}
     started = time.monotonic()
     done = 0
     for i in range(n):
@@ -624,6 +680,8 @@ def run_section(root: Path, env: dict[str, str], template: Path, *, n: int, seed
         found = chaos_reader.check_root(root, kills.expected)
         found.derived += kills.derived
         kills.derived.clear()
+        found.live_beside += kills.half_copies
+        kills.half_copies.clear()
         left = Journal(root).steps()
         if left:
             found.unparseable.append(f"journal rows left after the next start: {left}")

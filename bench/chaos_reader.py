@@ -154,13 +154,7 @@ def check_root(root: Path, expected: dict[tuple[str, str], str], *,
         user, problems = read_user(udir)
         users[rel] = user
         found.unparseable += problems
-        for entry in user.entries.values():
-            if entry.kind == "episode" and entry.meta.get("parent_type") == "cluster" \
-                    and entry.live:
-                beside = [s for s in entry.meta.get("sources") or []
-                          if s in user.entries and user.entries[s].live and s != entry.id]
-                if beside:
-                    found.live_beside.append(f"{rel}: {entry.id} live beside {beside}")
+        found.live_beside += live_beside(rel, user)
         for file, old, new in user.links:
             if new != UNDONE and new not in user.entries:
                 found.dangling.append(f"{file}: {old} -> missing {new}")
@@ -173,6 +167,19 @@ def check_root(root: Path, expected: dict[tuple[str, str], str], *,
     if check_index:
         found.index += compare_index(root, users)
     return found
+
+
+def live_beside(rel: str, user: User) -> list[str]:
+    """Each live merged narrative of ``user`` (at ``rel``) beside a live source of its own."""
+    out = []
+    for entry in user.entries.values():
+        if entry.kind == "episode" and entry.meta.get("parent_type") == "cluster" \
+                and entry.live:
+            beside = [s for s in entry.meta.get("sources") or []
+                      if s in user.entries and user.entries[s].live and s != entry.id]
+            if beside:
+                out.append(f"{rel}: {entry.id} live beside {beside}")
+    return out
 
 
 def compare_index(root: Path, users: dict[str, User]) -> list[str]:

@@ -8,7 +8,10 @@ Builds a root of ``--users`` users who each hold one Episode logged on the merge
 worst case: every listed user has a log to read; none holds a copy) and ``--merging`` users
 with three Episodes of one topic each (one merge each, committed in one batch), indexes it,
 then runs Reflection once in-process with the offline provider and prints the wall time of the
-run and of the copy look-ups within that same run.
+run and of the copy look-ups within that same run (and how many logs they read). Then, on the
+same root, it times the look-ups of the run's batches again both ways: reading every other
+user's log of the day, and (as a batch does) skipping the logs last modified before the batch
+began (``written_since_ns``); no log of the root holds a copy, so neither finds one.
 
     nice -n 10 python bench/copy_settle_cost.py --users 2000 --merging 20
 """
@@ -76,25 +79,48 @@ def main(argv: list[str] | None = None) -> int:
         spent: list[float] = []
         real = journal.settle_copies_of
 
+        batches: list[list[object]] = []
+
         def timed(*a: object, **k: object) -> None:
+            batches.append(list(a[2]))  # type: ignore[call-overload]
             t0 = time.perf_counter()
             try:
                 real(*a, **k)  # type: ignore[arg-type]
             finally:
                 spent.append(time.perf_counter() - t0)
 
+        reads: list[int] = []
+        real_read = journal._named_in
+
+        def counted(*a: object, **k: object) -> set[str]:
+            reads.append(1)
+            return real_read(*a, **k)  # type: ignore[arg-type]
+
         journal.settle_copies_of = timed  # type: ignore[assignment]
+        journal._named_in = counted  # type: ignore[assignment]
         values = validate_strategy_settings(NAME, {}, "ome.toml")
         t0 = time.perf_counter()
         counts = ReflectEpisodes().run(RunContext(rt, values, "bench", "manual", force=True))
         run = time.perf_counter() - t0
         journal.settle_copies_of = real
+        in_run = len(reads)
+        both = {}
+        for label, since in (("every log read", None),
+                             ("older logs skipped", time.time_ns() - journal.MTIME_SLACK_NS)):
+            reads_before, t0 = len(reads), time.perf_counter()
+            for plans in batches:
+                real(rt, Indexer(rt), plans, written_since_ns=since)  # type: ignore[arg-type]
+            both[label] = (time.perf_counter() - t0, len(reads) - reads_before)
+        journal._named_in = real_read
         rt.close()
     print(f"{args.users} users with a log of the merge day, {args.merging} merging users: "
           f"merged {counts.get('merged', 0)}")
     print(f"Reflection run: {run * 1000:.0f} ms wall; the copy look-ups in it: "
           f"{sum(spent) * 1000:.1f} ms in {len(spent)} call(s) "
-          f"({100 * sum(spent) / run:.1f}% of the run)")
+          f"({100 * sum(spent) / run:.1f}% of the run), {in_run} logs read")
+    for label, (seconds, read) in both.items():
+        print(f"the same {len(batches)} look-up(s) again, {label}: {seconds * 1000:.1f} ms, "
+              f"{read} logs read")
     return 0
 
 

@@ -870,6 +870,14 @@ def _merge_env(
                                  f"{meant}?)"))
             continue
         section, _, key = name[len(ENV_PREFIX) :].lower().partition("__")
+        # an empty part (EVEROS_LLM__, what a script joining an unset variable writes) was
+        # "unknown key llm." or "unknown section ''", as if a name were misspelt
+        if not section or (section in SECTIONS and not key):
+            known = sorted(_types(SECTIONS[section]) if section else SECTIONS)
+            after = name[: len(ENV_PREFIX) + len(section) + 2] if section else ENV_PREFIX
+            problems.append((ENV_FILE, name, f"the {'key' if section else 'section'} after "
+                             f"{after} is empty (known: {', '.join(known)})"))
+            continue
         if section not in SECTIONS:
             problems.append((ENV_FILE, name,
                              unknown(f"section {quoted_value(section)}", section,

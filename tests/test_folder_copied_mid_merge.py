@@ -32,6 +32,7 @@ from tests.reflect_fixtures import (
     run_reflection,
     seed_pets,
 )
+from tests.test_merge_recovery_user_moved import entries_of
 
 pytestmark = pytest.mark.usefixtures("settle_at_once")
 
@@ -205,5 +206,22 @@ def test_another_users_log_that_cannot_be_looked_at_does_not_stop_the_merge(
         assert counts["merged"] == 1 and not counts.get("interrupted"), counts
         assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
         check_invariants(rt, ANDREW)
+    finally:
+        rt.close()
+
+
+@pytest.mark.parametrize("step", HALF)
+def test_a_copy_that_keeps_the_files_times_is_found_too(
+        root: Path, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    """``cp -a`` (``copytree``) keeps each log's mtime: the copy's episode log is as old as
+    the first folder's, last written by the narrative, never older than the batch."""
+    rt = pets(root, update=False)
+    at_step(monkeypatch, step, lambda: shutil.copytree(users(rt) / "u_andrew",
+                                                       users(rt) / "u_bob"))
+    assert run_reflection(rt, run_id="run_2")["merged"] == 1
+    try:
+        andrew, bob = entries_of(rt, ANDREW), entries_of(rt, BOB)
+        assert state(bob) == state(andrew)
+        assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
     finally:
         rt.close()

@@ -28,7 +28,7 @@ BOB = UserRef.of("u_bob")
 
 
 @pytest.mark.parametrize("step", [journal.PLANNED, journal.NARRATIVE, journal.FACTS,
-                                  journal.ARCHIVING])
+                                  journal.ARCHIVING, journal.DEPRECATED, journal.SYNCED])
 def test_a_folder_renamed_while_its_merge_is_committed_gets_the_merge_once(
         root: Path, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
     rt = make_runtime(root, ExtractiveLLM())
@@ -38,6 +38,7 @@ def test_a_folder_renamed_while_its_merge_is_committed_gets_the_merge_once(
     at_step(monkeypatch, step, lambda: shutil.move(users_folder(root) / "u_andrew",
                                                    users_folder(root) / "u_bob"))
     first = run_reflection(rt)
+    Indexer(rt).scan()  # the next start's
     again = run_reflection(rt, run_id="run_2")
     try:
         assert not (users_folder(root) / "u_andrew").exists(), "the old folder made again"
@@ -49,6 +50,22 @@ def test_a_folder_renamed_while_its_merge_is_committed_gets_the_merge_once(
         assert not [e.id for e in entries.values() if e.deprecated_by == e.id], "withdrawn"
         assert (first.get("merged", 0), again.get("merged", 0)) == (1, 0)  # paid once
         assert [(r["owner_id"], r["status"]) for r in reports(rt)] == [("u_bob", "ok")]
+        assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
+    finally:
+        rt.close()
+
+
+@pytest.mark.parametrize("step", [journal.NARRATIVE, journal.ARCHIVING])
+def test_a_folder_removed_while_its_merge_is_committed_is_not_made_again(
+        root: Path, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    rt = make_runtime(root, ExtractiveLLM())
+    seed_pets(rt)
+    Indexer(rt).scan()
+    at_step(monkeypatch, step, lambda: shutil.rmtree(users_folder(root) / "u_andrew"))
+    run_reflection(rt)
+    try:
+        assert not (users_folder(root) / "u_andrew").exists(), "the folder made again"
+        assert [r["status"] for r in reports(rt)] == ["abandoned"]
         assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
     finally:
         rt.close()

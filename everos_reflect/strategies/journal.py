@@ -52,6 +52,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
+from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.clustering.service import MERGED_AT_KEY, ClusterService, UnknownCluster
@@ -340,6 +341,7 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
     # does: the index then finds each source retired already. Synced first, each archived
     # source rebuilt its cluster's centroid from the stored vectors of the members left, one
     # read per source, under the indexer's lock an add waits for.
+    refuse_if_gone(runtime, [plan])  # synced under the old name, the index forgot it all
     mark_consolidated(runtime, plan, runtime.embedder.embed([narrative.search_text])[0])
     _sync(indexer, runtime, touched_files(runtime, plan))
     checkpoint(SYNCED)
@@ -384,44 +386,63 @@ def settle_copies(runtime: Runtime, indexer: Indexer, plan: Plan, *,
     settle_copies_of(runtime, indexer, [plan], withdraw=withdraw)
 
 
+#: Slack for a file system's coarse clock when a log's mtime is compared with the time a
+#: batch began (:func:`settle_copies_of`).
+MTIME_SLACK_NS = 2_000_000_000
+
+
 def settle_copies_of(runtime: Runtime, indexer: Indexer, plans: list[Plan], *,
-                     withdraw: bool = False) -> None:
+                     withdraw: bool = False, written_since_ns: int | None = None) -> None:
     """:func:`settle_copies` for every merge of ``plans`` (a batch's), the users listed once
     and each other user's log of a plan day read once for all of its merges' ids: a merge
     committed live settles its copies too (a folder copied while it ran was taken half done),
     and a batch paid a listing and a read per merge. Most users hold no log of that day, or
-    none naming a row: not parsed."""
+    none naming a row: not parsed.
+
+    ``written_since_ns`` (a batch's: the wall clock before its narratives were written, less
+    :data:`MTIME_SLACK_NS`): a log last modified before it is not read. A copy of a narrative
+    can only have been written after the narrative was, and a copy keeps that time (``cp -a``,
+    ``copytree``: the source's mtime, no older than the narrative's write) or takes its own.
+    Without it every other user's log of the day was read once per batch, whoever wrote it
+    and whenever (``bench/copy_settle_cost.py`` times both ways on one root).
+    """
     by_day: dict[date, list[Plan]] = {}
     for plan in plans:
         by_day.setdefault(plan.day_date, []).append(plan)
+    real_root = os.path.realpath(runtime.store.root)
     for ref in runtime.store.iter_users():
         for day, group in by_day.items():
-            path = runtime.store.log_path(ref, Kind.EPISODE, day)
-            if not any(p.ref != ref for p in group):
+            ids = [p.id for p in group if p.ref != ref]
+            if not ids:
                 continue
-            try:  # is_file raises for a folder this account may not enter
-                if not path.is_file():
+            path = runtime.store.log_path(ref, Kind.EPISODE, day)
+            try:
+                st = path.stat()
+                if not S_ISREG(st.st_mode) or (written_since_ns is not None
+                                              and st.st_mtime_ns < written_since_ns):
                     continue
-                named = _named_in(runtime, path, [p.id for p in group if p.ref != ref])
-            except OSError as exc:  # denied, a FIFO named like the log, gone: read as no copy
-                log.warning("cannot read %s for copies of merges: %s",
-                            runtime.store.rel(path), describe(exc))
+                named = _named_in(path, ids, real_root)
+            except (FileNotFoundError, NotADirectoryError):  # no log of that day: most users
+                continue
+            except OSError as exc:  # a folder this account may not enter, a FIFO: no copy
+                log.info("cannot read %s for copies of merges: %s", runtime.store.rel(path),
+                         describe(exc))
                 continue
             for plan in group:
                 if plan.id in named:
                     _settle_copy(runtime, indexer, plan, ref, withdraw=withdraw)
 
 
-def _named_in(runtime: Runtime, path: Path, ids: list[str]) -> set[str]:
+def _named_in(path: Path, ids: list[str], real_root: str) -> set[str]:
     """Those of ``ids`` the file's bytes contain, read once in pieces (as
-    :meth:`MarkdownStore.mentions` reads for one)."""
+    :meth:`MarkdownStore.mentions` reads for one); ``real_root``: the root's real path."""
     from everos_reflect.fileio import open_regular
 
     needles = {i: i.encode() for i in ids}
     keep = max(len(n) for n in needles.values()) - 1
     found: set[str] = set()
     tail = b""
-    with open_regular(path, within=os.path.realpath(runtime.store.root)) as fh:
+    with open_regular(path, within=real_root) as fh:
         while len(found) < len(needles) and (chunk := fh.read(1 << 20)):
             window = tail + chunk
             found.update(i for i, n in needles.items() if i not in found and n in window)

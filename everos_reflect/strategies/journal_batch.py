@@ -111,6 +111,8 @@ def _steps(runtime: Runtime, indexer: Indexer, plans: list[Plan], steps: dict[st
     """The journal's steps for the whole batch; ``steps`` and ``outcomes`` say how far each
     merge got, should one of them fail."""
     conn = runtime.db()
+    # a log holding a copy of these narratives is written after them (settle_copies_of)
+    written_since_ns = time.time_ns() - journal.MTIME_SLACK_NS
     journal.refuse_if_gone(runtime, plans)  # a folder renamed meanwhile: each finished alone
     with durable_group():  # each step's logs durable before the step is recorded
         narratives = _write_narratives(runtime, plans)
@@ -131,6 +133,9 @@ def _steps(runtime: Runtime, indexer: Indexer, plans: list[Plan], steps: dict[st
     journal.checkpoint(journal.DEPRECATED)
 
     if live:
+        # renamed once archived: synced under the old name, the index forgot the narrative
+        # and the audit row stayed the old name's (nothing left to tell the move by)
+        journal.refuse_if_gone(runtime, live)
         touched = [journal.touched_files(runtime, p) for p in live]
         # every narrative's and facts' log first, as for one merge: the index knows each
         # narrative before the sources pointing at it
@@ -138,7 +143,7 @@ def _steps(runtime: Runtime, indexer: Indexer, plans: list[Plan], steps: dict[st
                             *(path for t in touched for path in t[2:])])
         journal.checkpoint(journal.SYNCED)
         # a folder copied while the batch ran was taken half done: settled before the rows go
-        journal.settle_copies_of(runtime, indexer, live)
+        journal.settle_copies_of(runtime, indexer, live, written_since_ns=written_since_ns)
         with transaction(conn):
             for plan in live:
                 journal.plan_report(conn, plan, "ok", merged=plan.merged_id, error=plan.error,

@@ -351,9 +351,10 @@ def _apply_here(runtime: Runtime, intent: _Intent) -> UndoResult:
     for result in finish_interrupted(runtime):
         if result.merged_entry_id == intent.undo and result.ref != intent.ref:
             return result
-    raise EverosError(f"the folder of user {intent.ref} was renamed, moved or removed by hand "
-                      f"while the undo of {intent.undo} ran, and no one user's logs hold that "
-                      "merge now; the next start settles it (its log says how)")
+    raise EverosError(f"the undo of {intent.undo} is not finished: the folder of user "
+                      f"{intent.ref} was renamed, moved or removed by hand while it ran, and no "
+                      "one user's logs hold that merge now (the log above says what became of "
+                      "it)")
 
 
 def _copies_finished(runtime: Runtime, intent: _Intent) -> bool:
