@@ -60,6 +60,7 @@ from typing import Any
 
 import numpy as np
 
+from everos_reflect.briefing.build import build_briefing
 from everos_reflect.clustering.service import ClusterService
 from everos_reflect.embedding import CachingEmbedder, make_embedder
 from everos_reflect.engine.engine import Engine
@@ -73,7 +74,7 @@ from everos_reflect.llm.extractive import (
     tells_newer_version,
 )
 from everos_reflect.markdown.store import MarkdownStore
-from everos_reflect.model import Kind, UserRef
+from everos_reflect.model import MAX_BRIEFING_TOKENS, Kind, UserRef
 from everos_reflect.provenance import provenance
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import load_settings
@@ -220,7 +221,8 @@ def ranking(rt: Runtime, stories: Sequence[dict[str, Any]],
             state_ids: dict[str, list[str]]) -> dict[str, Any]:
     """Before any merge: asked about a story's state ("<name> <domain>", e.g. "Sam car"), does
     the latest state Episode rank above every earlier state Episode of the story? Shipped
-    search (latest version first, index/recency.py) against its plain fused order, in the same
+    search (latest version first, index/recency.py) against its plain fused order, and the
+    briefing's records (``briefing_*``: the same rule against relevance alone), in the same
     run."""
     user_of = {s["id"]: u for u, mine in users_of(stories).items() for s in mine}
     counts: Counter[str] = Counter()
@@ -229,8 +231,13 @@ def ranking(rt: Runtime, stories: Sequence[dict[str, Any]],
         query = f"{s['name']} {s['domain']}"
         plain = search(rt, query, top_k=10, user_id=user_of[s["id"]], latest_first_order=False)
         shipped = search(rt, query, top_k=10, user_id=user_of[s["id"]])
-        for name, hits in (("plain", plain), ("shipped", shipped)):
-            order = [h.id for h in hits]
+        ref = UserRef.of(user_of[s["id"]])
+        told = {flag: [i.id for i in build_briefing(rt, ref, query, max_tokens=MAX_BRIEFING_TOKENS,
+                                                    latest_first_order=flag).items]
+                for flag in (False, True)}
+        for name, order in (("plain", [h.id for h in plain]),
+                            ("shipped", [h.id for h in shipped]),
+                            ("briefing_plain", told[False]), ("briefing_shipped", told[True])):
             if ids[-1] in order:
                 counts[f"{name}_found"] += 1
                 if all(order.index(ids[-1]) < order.index(i) for i in ids[:-1] if i in order):
@@ -345,7 +352,12 @@ def markdown(result: dict[str, Any]) -> str:
                   f"{r.get('shipped_latest_first', 0)} of {r.get('shipped_found', 0)} stories "
                   f"where it is found with the shipped search, against "
                   f"{r.get('plain_latest_first', 0)} of {r.get('plain_found', 0)} in its plain "
-                  "fused order (same run)."]
+                  "fused order (same run). The briefing's records (same question, whole "
+                  "budget): latest first in "
+                  f"{r.get('briefing_shipped_latest_first', 0)} of "
+                  f"{r.get('briefing_shipped_found', 0)} stories, against "
+                  f"{r.get('briefing_plain_latest_first', 0)} of "
+                  f"{r.get('briefing_plain_found', 0)} by relevance alone (same run)."]
     wrong = [r for r in chosen["rows"] if r["merged"] and not r["right"]][:8]
     if wrong:
         lines += ["", "Wrong final paragraphs (first 8):", ""]

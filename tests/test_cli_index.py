@@ -203,6 +203,22 @@ def test_search_table_shows_a_multi_line_episode_once(root: Path) -> None:
     assert result.stdout.count("tent") == 1, result.stdout
 
 
+def test_search_table_shows_a_dated_narrative_once(root: Path) -> None:
+    """A narrative's text opens with its day ("2026-10-12: …"), which the snippet gives apart
+    (``snippet_date``): a snippet that is the whole text but for that day is the text, shown
+    once (a one-day narrative printed its every sentence twice)."""
+    rt = Runtime(root, Settings(), embedder=HashEmbedder(32))
+    rt.store.append(ANDREW, Kind.EPISODE, {"timestamp": "2026-10-12T10:00:00+00:00"},
+                    {"Subject": "Packing",
+                     "Content": "2026-10-12: Packed the tent. Packed the stove."},
+                    day=date(2026, 10, 12))
+    rt.close()
+    result = run("search", "tent stove", "--root", str(root), "--user", "u_andrew")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("tent") == 1, result.stdout
+    assert "2026-10-12: Packed" in result.stdout
+
+
 def test_search_rejects_empty_query_and_bad_user(filled: Path) -> None:
     empty = run("search", "  ", "--root", str(filled))
     assert empty.exit_code == 1 and empty.stderr.startswith("error: ")

@@ -164,7 +164,10 @@ def test_a_later_text_is_split_once_for_all_the_members_it_is_read_against(
     members = [f"Noor works at studio number {n}." for n in range(8)]
     for member in members:
         tells_newer_version(member, later)
-    assert sorted(split) == sorted([later, *members])  # not once per member read
+    # not once per member read; the members not at all since session 49: the end names
+    # "ninth", which none of them says, so each is refused by its words whole
+    # (_may_hold_version) before it is split
+    assert split == [later]
 
 
 def test_a_member_sentence_about_someone_else_is_not_read(

@@ -198,7 +198,10 @@ def search_cmd(
         if hit.get("passage"):  # a further passage of an entry listed above: its text only
             body = (f"[italic]{escape(when + _one_line(hit.get('snippet'), 200))}[/italic]\n"
                     f"[dim](passage {int(hit['passage']) + 1} of this entry)[/dim]")
-        elif hit.get("snippet") and _folded(hit.get("snippet")) != _folded(hit.get("episode")):
+        elif hit.get("snippet") and _folded(hit.get("episode")) not in (
+                _folded(hit.get("snippet")), _folded(when + str(hit.get("snippet")))):
+            # a snippet that is the whole text (but for the day a dated line opens with,
+            # which the snippet gives apart) is the text: shown once
             body = f"[italic]{escape(when + _one_line(hit.get('snippet'), 200))}[/italic]\n{body}"
         by = hit.get("deprecated_by")
         archived = f" [dim](archived → {escape(str(by))})[/dim]" if by else ""

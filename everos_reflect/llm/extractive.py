@@ -722,8 +722,13 @@ def tells_newer_version(earlier: str, later: str) -> bool:
     sentence's (:func:`_versions` holds no other pair a version; with one owner's
     Episodes about several people, most are not), and then only once a sentence it is
     matched with could be a version of it by the words they hold
-    (:func:`_may_be_version`: of the pairs the clustering asks, nearly none is)."""
-    old, new = _version_text(earlier), _version_text(later)
+    (:func:`_may_be_version`: of the pairs the clustering asks, nearly none is). Before
+    any of that, the earlier text is not read at all when its words rule out every
+    version of what the later tells (:func:`_may_hold_version`: most pairs)."""
+    new = _version_text(later)
+    if not _may_hold_version(earlier, new):
+        return False
+    old = _version_text(earlier)
     person = _most_leading(old.leading + new.leading)
     lower = person.lower() if person else None
     news = new.changes(person)
@@ -808,6 +813,101 @@ def _may_be_version(text: str, subject: str | None,
     return bool(a and b) and len(a & b) / len(a | b) >= VERSION_OVERLAP
 
 
+#: Words one of which a text :data:`_CHANGE_RE`, :data:`_WORK_RE` or :data:`_HOME_RE` finds
+#: anything in holds as a whole word (what each pattern opens with): what
+#: :func:`_may_hold_version` looks for in a whole text, its sentences unsplit
+#: (tests/test_version_gate_same_answers.py matches each against its pattern).
+_CHANGE_WORD_RE = re.compile(
+    r"\b(?:switched|changed|moved|converted|started|replaced|swapped|now)\b", re.IGNORECASE)
+_WORK_WORD_RE = re.compile(r"\b(?:works?|working|jobs?|employed|employer|career)\b",
+                           re.IGNORECASE)
+_HOME_WORD_RE = re.compile(r"\b(?:lives?|living|based|resides?|flat|house|apartment|home)\b",
+                           re.IGNORECASE)
+#: Negations one letter past a word: a name's possessive ("X's" read "xs") could make one
+_NEGATIONS_LESS_S = frozenset(n[:-1] for n in NEGATIONS if n.endswith("s"))
+
+
+def _may_hold_version(earlier: str, later: _VersionText) -> bool:
+    """Could a sentence of ``earlier`` be one :func:`_may_be_version` lets through against a
+    sentence of ``later`` that tells a change, whoever the pair's person is? Read from the
+    earlier text's words whole, before it is split into sentences or the names opening them
+    are counted (what reading a member's text cost the join, ~200 CPU-µs a new text, for
+    pairs nearly all no: bench/results/version_join_s49.md). False only where no sentence
+    can be:
+
+    - the later sentences are those that tell a change as read for any person
+      (:meth:`_VersionText.any_changes`), so whoever the person turns out to be;
+    - a sentence of the earlier, its leading He/She resolved to the person (a name of
+      either text) or their possessive, holds only words of the text, of the later's
+      leading names and their possessives: a word of it, a stem (a plural -s folded) and
+      the first :data:`VARIANT_PREFIX` letters of one are looked for among those;
+    - each way of :func:`_may_be_version` is asked of that whole: a pattern by the words it
+      needs (:data:`_CHANGE_WORD_RE`), a word or a form of one, the numbers and a negation
+      of a flip, a label by its colon, the share of words by the least it needs of the
+      later sentence's (half, one fewer when the later names nobody).
+
+    A text or a name that is not ASCII is always read (letters that fold into ASCII ones
+    when matched without case, "ſ" for "s", are no word looked for here)."""
+    names = list(later.leading)
+    if not (earlier.isascii() and all(name.isascii() for name in names)):
+        return True
+    news = later.any_changes()
+    if not news:
+        return False
+    said = (" ".join([earlier, *names, *(f"{name}'s" for name in names)]) if names
+            else earlier)
+    words = set(_WORD_RE.findall(said.lower()))
+    if "'" in said:
+        words = {w.replace("'", "") for w in words}
+    prefixes: set[str] | None = None
+
+    def held(word: str) -> bool:  # a stem of a sentence of the earlier, maybe
+        return (word in words or word + "s" in words
+                or (word[-1:] == "s" and word[:-1] in words))
+
+    def formed(word: str) -> bool:  # that or another form of one (_word_forms)
+        nonlocal prefixes
+        if held(word):
+            return True
+        if len(word) < VARIANT_PREFIX:
+            return False
+        if prefixes is None:
+            prefixes = {w[:VARIANT_PREFIX] if len(w) >= VARIANT_PREFIX else w + "s"
+                        for w in words if len(w) >= VARIANT_PREFIX - 1}
+        return word[:VARIANT_PREFIX] in prefixes
+
+    negated = not (NEGATIONS.isdisjoint(words) and _NEGATIONS_LESS_S.isdisjoint(words))
+    for new in news:
+        b = new.stems
+        if new.change is not None and _CHANGE_WORD_RE.search(said):
+            return True
+        if new.dismissed and new.ended == frozenset():
+            if _WORK_WORD_RE.search(said):
+                return True
+        elif new.ended and all(formed(w) for w in new.ended):
+            return True
+        changed = _changed_thing(new.text)
+        if changed is not None:
+            if formed(changed[0]):
+                return True
+        elif _says_instead(new.text) and any(held(w) for w in b):
+            return True
+        moved = _to_name(new.text)
+        if moved is not None and (_HOME_WORD_RE if moved.group("move")
+                                  else _WORK_WORD_RE).search(said):
+            return True
+        if ":" in earlier and _labelled(new.text) is not None:
+            return True
+        if (all(held(m) for m in new.markers - NEGATIONS)
+                and (negated or not new.markers.isdisjoint(NEGATIONS))
+                and all(formed(w) for w in b)):
+            return True  # a negation flipped
+        shared = sum(1 for w in b if held(w))
+        if 2 * shared >= len(b) - (_leading_name(new.text) is None):
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class _VersionText:
     """What :func:`tells_newer_version` reads of one text on its own: its
@@ -830,6 +930,39 @@ class _VersionText:
         default_factory=dict, compare=False, repr=False)
     _subjects: dict[str | None, tuple[tuple[str, str | None], ...]] = field(
         default_factory=dict, compare=False, repr=False)
+    #: what :meth:`any_changes` read (under the key None)
+    _any_changes: dict[str | None, tuple[_Sentence, ...]] = field(
+        default_factory=dict, compare=False, repr=False)
+
+    def any_changes(self) -> tuple[_Sentence, ...]:
+        """Every reading of a sentence that tells a change :meth:`changes` gives for some
+        person, each once (:func:`_may_hold_version` reads their words alone). A He/She is
+        resolved only to the first name of the subject the sentence before opens with
+        (:func:`_resolve_pronoun`), so for any person no such name the readings are those
+        for nobody (the sentences as they are): those and the ones for each such name are
+        all there are."""
+        found = self._any_changes.get(None)
+        if found is not None:
+            return found
+        persons: set[str] = set()
+        for text in self.sentences:
+            subject = _named_subject(text)
+            if subject is not None:
+                persons.add(subject.split()[0])
+                kin = _KIN_SUBJECT_RE.match(f"{subject} x")
+                if kin is not None:
+                    persons.add(kin.group(1))
+        # for nobody, no He/She is resolved: the sentences as they are
+        seen = {text: _reading(text) for text in self.sentences if _sentence_tells_change(text)}
+        for person in sorted(persons):  # the pair's person is most often one: kept
+            for text, _ in self.subjects(person):
+                if text not in seen and _sentence_tells_change(text):
+                    seen[text] = _reading(text)
+        made = tuple(seen.values())
+        self._keep(self._any_changes, None, made, 64 + sum(
+            sys.getsizeof(s) + sys.getsizeof(s.__dict__) + sys.getsizeof(s.text) + 8
+            for s in made))
+        return made
 
     def changes(self, person: str | None) -> tuple[_Sentence, ...]:
         """The sentences that tell a change (:func:`_sentence_tells_change`), read as the
@@ -841,12 +974,10 @@ class _VersionText:
             return found
         lower = person.lower() if person else None
         news: list[_Sentence] = []
-        entity: str | None = None
-        for n, text in enumerate(self.sentences):
-            text, entity = _resolve_pronoun(text, entity, person)
+        for n, (text, subject) in enumerate(self.subjects(person)):  # resolved once
             if _sentence_tells_change(text):
                 sentence = _read(text, date(2000, 1, 2), n)
-                sentence.subject, sentence.person = _subject(text, person), lower
+                sentence.subject, sentence.person = subject, lower
                 sentence.holder = _holder(text, person)
                 news.append(sentence)
         made = tuple(news)
@@ -858,7 +989,8 @@ class _VersionText:
     def subjects(self, person: str | None) -> tuple[tuple[str, str | None], ...]:
         """Each sentence, a leading He/She resolved to ``person``, with its
         :func:`_subject`: what the earlier side of a pair is matched by before a sentence
-        is read."""
+        is read, and what the later side's :meth:`changes` and :meth:`any_changes` read
+        (a text's sentences resolved once per person, whichever side it is on)."""
         found = self._subjects.get(person)
         if found is not None:
             return found
