@@ -237,6 +237,18 @@ class Walk:
                           f"{'' if own else ' (another user)'} {subject}")
         return [self.rt.store.path_for_id(user, entry.id)]
 
+    def _with_entries(self) -> list[Path]:
+        """The logs holding at least one entry: what an edit of one entry picks from."""
+        return [p for p in self.logs() if self.entries(p)]
+
+    @staticmethod
+    def _block(text: str, entry_id: str, *, newline: bool = False) -> re.Match[str] | None:
+        """The entry's whole block in a log's ``text``, its markers included (``newline``:
+        and the line end after it, for a block cut out or pasted whole)."""
+        end = "\n" if newline else ""
+        return re.search(rf"<!-- entry:{entry_id} -->.*?<!-- /entry:{entry_id} -->{end}", text,
+                         flags=re.S)
+
     def narrative_made_plain(self) -> list[Path]:
         """A live narrative's ``parent_type``/``parent_id`` lines taken out by hand: a plain
         Episode now."""
@@ -250,8 +262,7 @@ class Walk:
         if not path.exists():  # gone by an edit of this step not synced yet (--together)
             return []
         text = path.read_text()
-        block = re.search(rf"<!-- entry:{entry_id} -->.*?<!-- /entry:{entry_id} -->", text,
-                          flags=re.S)
+        block = self._block(text, entry_id)
         if block is None:
             return []
         plain = re.sub(r"parent_type: cluster\n(parent_id: [^\n]*\n)?", "", block.group(0))
@@ -279,7 +290,7 @@ class Walk:
 
     def shift(self) -> list[Path]:
         """An entry cut from its log and pasted at the end of another log of the same user."""
-        logs = [p for p in self.logs() if self.entries(p)]
+        logs = self._with_entries()
         if not logs:
             return []
         path = self.rng.choice(logs)
@@ -289,8 +300,7 @@ class Walk:
         to = self.rng.choice(others)
         victim = self.rng.choice(self.entries(path))
         text = path.read_text()
-        block = re.search(rf"<!-- entry:{victim} -->.*?<!-- /entry:{victim} -->\n", text,
-                          flags=re.S)
+        block = self._block(text, victim, newline=True)
         if block is None:
             return []
         path.write_text(text.replace(block.group(0), ""))
@@ -328,7 +338,7 @@ class Walk:
     def reid(self) -> list[Path]:
         """An entry's id edited by hand (another sequence number of its day): in its markers
         only, or everywhere in its log (an archive mark naming it too)."""
-        logs = [p for p in self.logs() if self.entries(p)]
+        logs = self._with_entries()
         if not logs:
             return []
         path = self.rng.choice(logs)
@@ -351,14 +361,13 @@ class Walk:
     def dup(self) -> list[Path]:
         """An entry's block pasted again in its log (to start a new one from it), its
         Content edited and its id not: the id twice in one log."""
-        logs = [p for p in self.logs() if self.entries(p)]
+        logs = self._with_entries()
         if not logs:
             return []
         path = self.rng.choice(logs)
         victim = self.rng.choice(self.entries(path))
         text = path.read_text()
-        block = re.search(rf"<!-- entry:{victim} -->.*?<!-- /entry:{victim} -->\n", text,
-                          flags=re.S)
+        block = self._block(text, victim, newline=True)
         if block is None:
             return []
         _, content = self.rng.choice(TOPICS)
@@ -371,14 +380,13 @@ class Walk:
 
     def retime(self) -> list[Path]:
         """An entry's timestamp moved by hand (hours, or days, either way)."""
-        logs = [p for p in self.logs() if self.entries(p)]
+        logs = self._with_entries()
         if not logs:
             return []
         path = self.rng.choice(logs)
         victim = self.rng.choice(self.entries(path))
         text = path.read_text()
-        block = re.search(rf"<!-- entry:{victim} -->.*?<!-- /entry:{victim} -->", text,
-                          flags=re.S)
+        block = self._block(text, victim)
         stamp = block and re.search(r"^timestamp: (\S+)$", block.group(0), flags=re.M)
         if block is None or not stamp:
             return []
