@@ -6,29 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from everos_reflect.briefing.build import build_briefing
-from everos_reflect.index.sync import Indexer
-from everos_reflect.llm import ExtractiveLLM
-from everos_reflect.runtime import Runtime
-from tests.reflect_fixtures import ANDREW, add_episode, make_runtime
-from tests.test_search_recency import Toy
-
-
-def _cars(root: Path) -> tuple[Runtime, str, str]:
-    """A runtime holding a car's two statements (March, June) and one unrelated Episode;
-    the two statements' ids."""
-    rt = make_runtime(root, ExtractiveLLM(), embedder=Toy())
-    old = add_episode(rt, ANDREW, "2026-03-01T10:00:00+00:00", "Car",
-                      "Sam drives a blue Honda Civic to work every day.")
-    new = add_episode(rt, ANDREW, "2026-06-01T10:00:00+00:00", "Car",
-                      "Sam drives a blue Tesla to work every day now.")
-    add_episode(rt, ANDREW, "2026-06-05T10:00:00+00:00", "Bread",
-                "Sam bakes bread on Sundays with his kids.")
-    Indexer(rt).scan()
-    return rt, old.id, new.id
+from tests.reflect_fixtures import ANDREW
+from tests.test_search_recency import cars
 
 
 def test_the_replacement_comes_before_the_statement_it_superseded(tmp_path: Path) -> None:
-    rt, old, new = _cars(tmp_path)
+    rt, old, new = cars(tmp_path)
     # the question's words (and its vector: 1.0 against 0.95) match the old statement better
     b = build_briefing(rt, ANDREW, "Does Sam drive a Honda Civic?", max_tokens=2000)
     ids = [i.id for i in b.items]
@@ -38,7 +21,7 @@ def test_the_replacement_comes_before_the_statement_it_superseded(tmp_path: Path
 
 
 def test_a_budget_for_one_record_keeps_the_current_state(tmp_path: Path) -> None:
-    rt, old, new = _cars(tmp_path)
+    rt, old, new = cars(tmp_path)
     roomy = build_briefing(rt, ANDREW, "Does Sam drive a Honda Civic?", max_tokens=2000)
     record = next(i for i in roomy.items if i.id == new)
     # the smallest budget that holds the header, one record line and the "left out" line

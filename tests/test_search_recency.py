@@ -11,6 +11,7 @@ from everos_reflect.index.recency import RECENCY_COSINE, latest_first
 from everos_reflect.index.search import search
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
+from everos_reflect.runtime import Runtime
 from tests.reflect_fixtures import ANDREW, add_episode, make_runtime
 
 
@@ -84,7 +85,9 @@ class Toy:
         return out
 
 
-def test_search_ranks_the_replacement_above_the_statement_it_superseded(root: Path) -> None:
+def cars(root: Path) -> tuple[Runtime, str, str]:
+    """A runtime holding a car's two statements (March, June; :class:`Toy` vectors) and one
+    unrelated Episode, indexed; the two statements' ids."""
     rt = make_runtime(root, ExtractiveLLM(), embedder=Toy())
     old = add_episode(rt, ANDREW, "2026-03-01T10:00:00+00:00", "Car",
                       "Sam drives a blue Honda Civic to work every day.")
@@ -93,8 +96,13 @@ def test_search_ranks_the_replacement_above_the_statement_it_superseded(root: Pa
     add_episode(rt, ANDREW, "2026-06-05T10:00:00+00:00", "Bread",
                 "Sam bakes bread on Sundays with his kids.")
     Indexer(rt).scan()
+    return rt, old.id, new.id
+
+
+def test_search_ranks_the_replacement_above_the_statement_it_superseded(root: Path) -> None:
+    rt, old, new = cars(root)
     hits = search(rt, "Does Sam drive a Honda Civic?", top_k=3, user_id=ANDREW.user_id)
     ids = [h.id for h in hits]
     # the query words match the old statement better, yet its replacement comes first
-    assert ids.index(new.id) < ids.index(old.id)
+    assert ids.index(new) < ids.index(old)
     assert len(ids) == 3  # nothing dropped: the old value still answers "what before?"
