@@ -5,7 +5,11 @@ A step is one of: add an Episode, archive one by hand (``deprecated_entries``), 
 (its key removed), delete one, edit one's text, move a log to another user's folder, copy
 one there, rename a user folder, run Reflection, undo a merge, write a narrative by hand
 (``--narrate``: naming a cluster its user has, else one of another user), make a narrative a
-plain Episode (``--unparent``: its ``parent_type``/``parent_id`` lines taken out). The Markdown is
+plain Episode (``--unparent``: its ``parent_type``/``parent_id`` lines taken out), and with
+``--files`` edits of files and ids (a log renamed to another date, an entry cut into another
+log of its user, a whole log deleted and later restored, an entry's id edited, an archive mark
+taken out or pointed at another narrative, an entry's block pasted again with its id, a
+timestamp moved). The Markdown is
 then synced as the watcher or a scan would (the touched paths in one flush, or split over
 two, or a scan). The first walk that differs prints its seed, its steps and the differing
 rows, and the script exits 1.
@@ -16,6 +20,11 @@ rows, and the script exits 1.
         [--unparent 0]  (the weight of a narrative made a plain Episode: 0, the walks as before)
         [--fresh]       (a narrative by hand may also name a cluster id no cluster holds, or
                          a parent_id that is not a cluster id; off: the walks of a seed as before)
+        [--files 0]     (the weight of each edit of a file or an id: 0, the walks as before)
+        [--together 1]  (up to this many edits before one sync of all they touched: 1, the
+                         walks as before)
+
+The last line counts the steps made, by kind (a step that found nothing to do is not made).
 
 Known and documented differences are not checked (clustering/service.py): an Episode out of
 time order, or a member deleted or edited away, leaves later Episodes where they joined until
@@ -35,6 +44,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -64,12 +74,16 @@ USERS = ["u_andrew", "u_bob", "u_cy"]
 
 class Walk:
     def __init__(self, root: Path, rng: random.Random, reflect: int = 2,
-                 narrate: int = 0, fresh: bool = False, unparent: int = 0) -> None:
+                 narrate: int = 0, fresh: bool = False, unparent: int = 0,
+                 files: int = 0) -> None:
         self.root, self.rng = root, rng
         self.reflect = reflect  # "reflect" entries among the 17 ops (2: one step in 8.5)
         self.narrate = narrate  # "narrate" entries, after the others
         self.fresh = fresh  # a narrative may name an id no cluster holds, or no cluster id
         self.unparent = unparent  # "unparent" entries, after the "narrate" ones
+        self.files = files  # each of FILE_EDITS' entries, after the "unparent" ones
+        #: logs deleted by "dropday" (path, text), for "restore" to write back
+        self.dropped: list[tuple[Path, str]] = []
         self.rt = make_runtime(root, ExtractiveLLM())
         self.clock = datetime(2026, 8, 1, 9, tzinfo=UTC)
         self.steps: list[str] = []
@@ -90,12 +104,15 @@ class Walk:
         # --unparent)
         ops = ["add"] * 5 + ["archive", "revive", "delete", "edit", "move", "copy",
                              "rename"] + ["reflect"] * self.reflect + ["undo"] + \
-            ["narrate"] * self.narrate + ["unparent"] * self.unparent
+            ["narrate"] * self.narrate + ["unparent"] * self.unparent + \
+            [kind for kind in FILE_EDITS for _ in range(self.files)]
         op = self.rng.choice(ops)
         if op == "narrate":
             return self.narrative_by_hand()
         if op == "unparent":
             return self.narrative_made_plain()
+        if op in FILE_EDITS:
+            return getattr(self, op)()
         logs = self.logs()
         if op == "add" or not logs:
             user = UserRef.of(self.rng.choice(self.users))
@@ -105,7 +122,14 @@ class Walk:
                 user, Kind.EPISODE, {"timestamp": self.clock.isoformat(),
                                      "parent_type": "memcell", "parent_id": "mc_1"},
                 {"Subject": subject, "Content": content}, day=self.clock.date())
-            self.steps.append(f"add {user.user_id} {entry.id} {subject}")
+            # before an Episode of its user indexed later in time (one whose timestamp was
+            # moved, --files): an arrival out of time order
+            late = self.rt.db().execute(
+                "SELECT 1 FROM entries WHERE kind='episode' AND app_id=? AND project_id=? AND "
+                "user_id=? AND deprecated_by IS NULL AND ts > ? LIMIT 1",
+                (user.app, user.project, user.user_id, self.clock.timestamp())).fetchone()
+            self.steps.append(f"{'late-add' if late else 'add'} {user.user_id} {entry.id} "
+                              f"{subject}")
             return [self.rt.store.path_for_id(user, entry.id)]
         path = self.rng.choice(logs)
         ids = self.entries(path)
@@ -223,6 +247,8 @@ class Walk:
             return []
         user, entry_id = self.rng.choice(live)
         path = self.rt.store.path_for_id(UserRef.of(user), entry_id)
+        if not path.exists():  # gone by an edit of this step not synced yet (--together)
+            return []
         text = path.read_text()
         block = re.search(rf"<!-- entry:{entry_id} -->.*?<!-- /entry:{entry_id} -->", text,
                           flags=re.S)
@@ -231,6 +257,187 @@ class Walk:
         plain = re.sub(r"parent_type: cluster\n(parent_id: [^\n]*\n)?", "", block.group(0))
         path.write_text(text.replace(block.group(0), plain))
         self.steps.append(f"unparent {user} {entry_id}")
+        return [path]
+
+    # ----------------------------------------------------------- --files: FILE_EDITS
+
+    def redate(self) -> list[Path]:
+        """A log renamed to another date (its ``date:`` line left as it was): its entries'
+        ids name the old day, so none of them belongs in it."""
+        logs = self.logs()
+        if not logs:
+            return []
+        path = self.rng.choice(logs)
+        day = datetime.strptime(path.stem.removeprefix("episode-"), "%Y-%m-%d")
+        to = day + timedelta(days=self.rng.choice([-2, -1, 1, 3]))
+        dest = path.with_name(f"episode-{to:%Y-%m-%d}.md")
+        if dest.exists():
+            return []
+        os.rename(path, dest)
+        self.steps.append(f"redate {path.parent.parent.name}/{path.name} -> {dest.name}")
+        return [dest, path]
+
+    def shift(self) -> list[Path]:
+        """An entry cut from its log and pasted at the end of another log of the same user."""
+        logs = [p for p in self.logs() if self.entries(p)]
+        if not logs:
+            return []
+        path = self.rng.choice(logs)
+        others = [p for p in self.logs() if p.parent == path.parent and p != path]
+        if not others:
+            return []
+        to = self.rng.choice(others)
+        victim = self.rng.choice(self.entries(path))
+        text = path.read_text()
+        block = re.search(rf"<!-- entry:{victim} -->.*?<!-- /entry:{victim} -->\n", text,
+                          flags=re.S)
+        if block is None:
+            return []
+        path.write_text(text.replace(block.group(0), ""))
+        to.write_text(to.read_text().rstrip("\n") + "\n\n" + block.group(0))
+        self.steps.append(f"shift {victim} {path.name} -> {to.name}")
+        return [path, to]
+
+    def dropday(self) -> list[Path]:
+        """A whole day's log deleted (kept, for "restore" to bring back)."""
+        logs = self.logs()
+        if not logs:
+            return []
+        path = self.rng.choice(logs)
+        self.dropped.append((path, path.read_text()))
+        path.unlink()
+        self.steps.append(f"dropday {path.parent.parent.name}/{path.name}")
+        return [path]
+
+    def restore(self) -> list[Path]:
+        """A log "dropday" deleted written back as it was (from a backup, the trash): its
+        user's folder made again if it went meanwhile."""
+        back = [(p, t) for p, t in self.dropped if not p.exists()]
+        if not back:
+            return []
+        path, text = self.rng.choice(back)
+        self.dropped.remove((path, text))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        user = path.parent.parent.name
+        if user not in self.users:
+            self.users.append(user)
+        self.steps.append(f"restore {user}/{path.name}")
+        return [path]
+
+    def reid(self) -> list[Path]:
+        """An entry's id edited by hand (another sequence number of its day): in its markers
+        only, or everywhere in its log (an archive mark naming it too)."""
+        logs = [p for p in self.logs() if self.entries(p)]
+        if not logs:
+            return []
+        path = self.rng.choice(logs)
+        old = self.rng.choice(self.entries(path))
+        new = f"{old[:-4]}{int(old[-4:]) + 50 + self.rng.randrange(40):04d}"
+        text = path.read_text()
+        if new in text:
+            return []
+        everywhere = self.rng.random() < 0.5
+        if everywhere:
+            text = text.replace(old, new)
+        else:
+            text = text.replace(f"<!-- entry:{old} -->", f"<!-- entry:{new} -->").replace(
+                f"<!-- /entry:{old} -->", f"<!-- /entry:{new} -->")
+        path.write_text(text)
+        self.steps.append(f"reid {path.name} {old} -> {new}"
+                          f"{' (everywhere in the log)' if everywhere else ''}")
+        return [path]
+
+    def dup(self) -> list[Path]:
+        """An entry's block pasted again in its log (to start a new one from it), its
+        Content edited and its id not: the id twice in one log."""
+        logs = [p for p in self.logs() if self.entries(p)]
+        if not logs:
+            return []
+        path = self.rng.choice(logs)
+        victim = self.rng.choice(self.entries(path))
+        text = path.read_text()
+        block = re.search(rf"<!-- entry:{victim} -->.*?<!-- /entry:{victim} -->\n", text,
+                          flags=re.S)
+        if block is None:
+            return []
+        _, content = self.rng.choice(TOPICS)
+        copy = re.sub(r"(## Content\n)(.*?)(\n)", lambda m: m.group(1) + content + m.group(3),
+                      block.group(0), count=1, flags=re.S)
+        at = self.rng.choice([block.start(), len(text)])  # before it, or at the end
+        path.write_text(text[:at] + copy + text[at:])
+        self.steps.append(f"dup {path.name} {victim} {'before' if at < len(text) else 'end'}")
+        return [path]
+
+    def retime(self) -> list[Path]:
+        """An entry's timestamp moved by hand (hours, or days, either way)."""
+        logs = [p for p in self.logs() if self.entries(p)]
+        if not logs:
+            return []
+        path = self.rng.choice(logs)
+        victim = self.rng.choice(self.entries(path))
+        text = path.read_text()
+        block = re.search(rf"<!-- entry:{victim} -->.*?<!-- /entry:{victim} -->", text,
+                          flags=re.S)
+        stamp = block and re.search(r"^timestamp: (\S+)$", block.group(0), flags=re.M)
+        if block is None or not stamp:
+            return []
+        when = datetime.fromisoformat(stamp.group(1)) + timedelta(
+            hours=self.rng.choice([-50, -6, -1, 2, 30, 200]))
+        moved = block.group(0).replace(stamp.group(0), f"timestamp: {when.isoformat()}", 1)
+        path.write_text(text.replace(block.group(0), moved, 1))
+        self.steps.append(f"retime {path.name} {victim} -> {when.isoformat()}")
+        return [path]
+
+    def _marks(self) -> list[tuple[Path, str, str, str]]:
+        """Every archive mark of every log: (path, the line, archived id, its successor)."""
+        found = []
+        for path in self.logs():
+            head = path.read_text().split("\n---\n", 1)[0]
+            for m in re.finditer(r"^  (\S+): (\S+)$", head, flags=re.M):
+                found.append((path, m.group(0), m.group(1), m.group(2)))
+            for m in re.finditer(r"^deprecated_entries: \{(\S+): (\S+)\}$", head, flags=re.M):
+                found.append((path, m.group(0), m.group(1), m.group(2)))
+        return found
+
+    def unarchive(self) -> list[Path]:
+        """One archived Episode un-archived by hand: its line taken out of the log's
+        ``deprecated_entries`` (the key too when it was the last)."""
+        marks = self._marks()
+        if not marks:
+            return []
+        path, line, old, by = self.rng.choice(marks)
+        text = path.read_text()
+        if line.startswith("deprecated_entries"):
+            text = text.replace(line + "\n", "", 1)
+        else:
+            text = text.replace(line + "\n", "", 1)
+            head, sep, rest = text.partition("\n---\n")
+            head = re.sub(r"^deprecated_entries:\n(?!  )", "", head + "\n",
+                          flags=re.M).rstrip("\n")
+            text = head + sep + rest
+        path.write_text(text)
+        self.steps.append(f"unarchive {path.name} {old} (was -> {by})")
+        return [path]
+
+    def repoint(self) -> list[Path]:
+        """An archive mark pointed at another live narrative of the log's user."""
+        marks = self._marks()
+        if not marks:
+            return []
+        path, line, old, by = self.rng.choice(marks)
+        user = path.parent.parent.name
+        others = [r[0] for r in self.rt.db().execute(
+            "SELECT id FROM entries WHERE kind='episode' AND parent_type='cluster' AND "
+            "deprecated_by IS NULL AND user_id=? AND id NOT IN (?, ?) ORDER BY id",
+            (user, by, old))] or [r[0] for r in self.rt.db().execute(  # else any Episode
+                "SELECT id FROM entries WHERE kind='episode' AND user_id=? AND id NOT IN "
+                "(?, ?) ORDER BY id", (user, by, old))]
+        if not others:
+            return []
+        to = self.rng.choice(others)
+        path.write_text(path.read_text().replace(line, line.replace(f": {by}", f": {to}"), 1))
+        self.steps.append(f"repoint {path.name} {old}: {by} -> {to}")
         return [path]
 
     def sync(self, touched: list[Path]) -> str:
@@ -252,7 +459,19 @@ class Walk:
 #: deleted). Not ``reflect`` nor ``undo``: a run places the Episodes of each user it merged
 #: for as a rebuild does (``place_after_merges``), an undo those of its user
 #: (``place_after_undo``)
-KNOWN = ("edit", "delete", "archive", "move", "copy", "rename", "revive", "unparent")
+KNOWN = ("edit", "delete", "archive", "move", "copy", "rename", "revive", "unparent",
+         # --files: a log renamed to another day, an entry cut into another log, a log
+         # deleted and an id edited delete Episodes; a log restored and an id edited add
+         # them out of time order; a mark taken out revives, one re-pointed archives; an id
+         # twice leaves the second copy out; a timestamp moved is an edit
+         "redate", "shift", "dropday", "restore", "reid", "unarchive", "repoint", "dup",
+         "retime",
+         # an Episode added before one of its user moved later in time (retime): out of order
+         "late-add")
+
+#: the edits of files and ids ``--files`` weighs (each of them that many times)
+FILE_EDITS = ("redate", "shift", "dropday", "restore", "reid", "unarchive", "repoint", "dup",
+              "retime")
 
 
 def narratives(rt: Any) -> set[tuple[str, str, str, str]]:
@@ -296,6 +515,17 @@ def main() -> int:
     ap.add_argument("--unparent", type=int, default=0,
                     help="weight of a narrative made a plain Episode by hand among the steps "
                          "(0 by default: the walks of a seed as before)")
+    ap.add_argument("--files", type=int, default=0,
+                    help="weight of each edit of a file or an id among the steps (a log "
+                         "renamed to another date, an entry cut into another log, a log "
+                         "deleted, a deleted log restored, an id edited, an archive mark "
+                         "taken out, one pointed at another narrative; 0 by default: the "
+                         "walks of a seed as before)")
+    ap.add_argument("--together", type=int, default=1,
+                    help="up to this many edits (at random) in a step before the Markdown is "
+                         "synced, as a person saves several logs, or one log several times, "
+                         "before the watcher's next flush (1 by default: the walks of a seed "
+                         "as before)")
     ap.add_argument("--fresh", action="store_true",
                     help="a narrative by hand may name a cluster id no cluster holds, or a "
                          "parent_id that is not a cluster id")
@@ -305,6 +535,7 @@ def main() -> int:
     settling.pause = lambda seconds: None
     started = time.monotonic()
     done = known = 0
+    kinds: Counter[str] = Counter()  # the steps made (not those that found nothing to do)
     for walk_no in range(args.walks):
         if time.monotonic() - started > args.minutes * 60:
             break
@@ -312,18 +543,30 @@ def main() -> int:
         rng = random.Random(seed)
         with tempfile.TemporaryDirectory() as tmp:
             walk = Walk(Path(tmp) / "root", rng, args.reflect, args.narrate, args.fresh,
-                        args.unparent)
+                        args.unparent, args.files)
             try:
                 Indexer(walk.rt).scan()
+                made = 0
                 for n in range(args.steps):
-                    touched = walk.step()
+                    # --together: edits made before the watcher syncs any of them
+                    edits = 1 if args.together <= 1 else rng.randint(1, args.together)
+                    touched = []
+                    for _ in range(edits):
+                        touched += [p for p in walk.step() if p not in touched]
                     how = walk.sync(touched)
+                    ops = [s.split()[0] for s in walk.steps[made:]]
+                    kinds.update(ops)
+                    if edits > 1 and len(ops) > 1:
+                        walk.steps[made:] = [" + ".join(walk.steps[made:])]
+                    made = len(walk.steps)
                     walk.steps[-1:] = [f"{walk.steps[-1]} [{how}]"] if walk.steps else []
                     live = cluster_tables(walk.rt)
                     rebuilt = as_reindexed(walk.rt, Path(tmp) / f"rebuilt{n}")
                     shutil.rmtree(Path(tmp) / f"rebuilt{n}")
                     diff = differs(live, rebuilt, args.strict)
                     op = walk.steps[-1].split()[0] if walk.steps else ""
+                    if ops:  # a step of several edits is known if one of them is
+                        op = next((o for o in ops if o in KNOWN), ops[-1])
                     keys = narratives(walk.rt)
                     if diff and not args.strict and op in KNOWN and \
                             narrative_rows(live, keys) == narrative_rows(rebuilt, keys):
@@ -342,6 +585,7 @@ def main() -> int:
         done += 1
     print(f"{done} walks of {args.steps} steps: live equals reindex after every step "
           f"({known} documented differences, reclustered; {time.monotonic() - started:.0f} s)")
+    print("steps made: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
     return 0
 
 

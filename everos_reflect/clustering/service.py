@@ -92,6 +92,9 @@ DAY = 86400.0
 REBUILD_GROUP = 20_000
 #: clusters kept in memory across users (~1.6 KB each at 384 dims: ~80 MB at the cap)
 MAX_CACHED_CLUSTERS = 50_000
+#: the ``merge_journal`` step of an ``undo``'s row (``strategies.journal.UNDOING``, not
+#: imported: strategies import clustering)
+_UNDOING = "undoing"
 #: ``index_meta`` key of the users owed their placing after merges
 #: (:meth:`ClusterService.owe_placing`): noted where it becomes due, removed as each is placed
 PLACING_OWED_KEY = "placing_owed"
@@ -1646,6 +1649,18 @@ class ClusterService:
             # those unlike it found clusters of their own. A merge's narrative is placed so
             # once its run is done (place_after_merges)
             conn.place.add(ref)
+        elif (row is not None and row["text_hash"] is not None
+              and row["text_hash"] != text_hash and ref not in conn.place
+              and not self._merging(conn, ref, cid)
+              and (conn.execute(
+                  f"SELECT 1 FROM cluster_members WHERE {_OF_CLUSTER} AND deprecated_by IS "
+                  "NULL AND entry_id != ? LIMIT 1", (cid, entry_id)).fetchone()
+                   or self._draws_an_episode(conn, ref, _Cluster.new(cid, vec, ts, entry_id)))):
+            # its text edited by hand: a rebuild seeds the cluster with the new vector before
+            # it places any Episode, so one like the new text joins it, and those placed
+            # against the old one (its cluster's members) are placed after it anew. Alone
+            # in its cluster and like no Episode, it drew none and draws none: nothing moves
+            conn.place.add(ref)
         if cluster["consolidated_entry_id"] is None:
             # consolidated now: what was archived toward a live member is history here
             conn.recheck_history(ref, [r["entry_id"] for r in conn.execute(
@@ -1659,7 +1674,12 @@ class ClusterService:
         current = cluster["consolidated_entry_id"]
         newer = current is None or current == entry_id or self._newer_than(conn, cid, entry_id,
                                                                            current)
-        if newer:
+        if current == entry_id and row is not None and row["ts"] != ts:
+            # the one consolidating it, moved in time by hand: the newest live narrative of
+            # the cluster consolidates it now (another, once this one moved before it), as a
+            # rebuild seeds the cluster with the newest
+            self._hand_over(conn, ref, cid)
+        elif newer:
             conn.execute("UPDATE clusters SET consolidated_entry_id=?, consolidated_at=? "
                          f"WHERE {_BY_ID}", (entry_id, at, cid))
         self._recompute(conn, ref, cid, known={entry_id: vec})
@@ -1700,10 +1720,15 @@ class ClusterService:
     @staticmethod
     def _merging(conn: _Write, ref: UserRef, cid: str) -> bool:
         """Is a Reflection merge of ``cid`` under way (its journal row is there until the
-        merge is settled)? Its run places the user's Episodes once its merges are done."""
+        merge is settled)? Its run places the user's Episodes once its merges are done. An
+        ``undo``'s row (step :data:`_UNDOING`) is no merge: one refused half-way (a log it
+        patches holds an id twice) keeps its row until a recovery can finish it, and no run
+        places the user meanwhile; read as a merge, a narrative written by hand into its
+        cluster placed nobody."""
         return conn.execute("SELECT 1 FROM merge_journal WHERE app_id=? AND project_id=? AND "
-                            "user_id=? AND cluster_id=? LIMIT 1",
-                            (ref.app, ref.project, ref.user_id, cid)).fetchone() is not None
+                            "user_id=? AND cluster_id=? AND step != ? LIMIT 1",
+                            (ref.app, ref.project, ref.user_id, cid,
+                             _UNDOING)).fetchone() is not None
 
     def _founded_before(self, conn: _Write, ref: UserRef, cid: str) -> bool:
         """Does a live narrative of a user a rebuild takes before ``ref`` name ``cid``, with
