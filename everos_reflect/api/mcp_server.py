@@ -515,13 +515,8 @@ def _with_unread_number(line: str) -> dict[str, Any] | None:
     from everos_reflect.api.json_body import number_problem
 
     problem = number_problem(line)
-    if problem is None:
-        return None
-    try:
-        data = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(data, dict):
+    data = None if problem is None else _object_on(line)
+    if data is None:
         return None
     marked = _Unread(data)
     marked.problem = problem
@@ -590,13 +585,20 @@ def _batch(line: str) -> list[Any] | None:
 def _with_lone_surrogate(line: str) -> dict[str, Any] | None:
     """The message on ``line`` when it is a JSON object holding a lone surrogate anywhere
     (Python's ``json`` reads it; the transport's parser does not), else ``None``."""
+    data = _object_on(line)
+    if data is None:
+        return None
+    return data if SURROGATES.search(json.dumps(data, ensure_ascii=False)) else None
+
+
+def _object_on(line: str) -> dict[str, Any] | None:
+    """The JSON object on ``line`` as Python's ``json`` reads it (which the checks above
+    ask of what the transport's own parser refused), else ``None``."""
     try:
         data = json.loads(line)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(data, dict):
-        return None
-    return data if SURROGATES.search(json.dumps(data, ensure_ascii=False)) else None
+    return data if isinstance(data, dict) else None
 
 
 def _id_problem(line: str) -> str | None:
