@@ -163,6 +163,48 @@ def score(root: Path, stories: Sequence[dict[str, Any]],
     return {"rows": rows, "summary": summarise(rows)}
 
 
+#: Briefing budgets (tokens) at which a story's narrative line is cut to fit.
+CUT_BUDGETS = (100, 150, 200, 300)
+
+
+def briefed_cut(rt: Runtime, stories: Sequence[dict[str, Any]],
+                state_ids: dict[str, list[str]]) -> dict[str, Any]:
+    """After the merges: briefed on "<name> <domain>" at a budget small enough that a
+    narrative's line is cut (:data:`CUT_BUDGETS`), does the story's narrative line say every
+    ``current`` phrase? The shipped block (a narrative cut by its parts: its current state
+    kept) against the same block cut at its opening (``narrative_cuts=False``), same run.
+    Counted over the merged stories whose narrative is in the block both ways."""
+    user_of = {s["id"]: u for u, mine in users_of(stories).items() for s in mine}
+    owner: dict[str, str] = {}  # story -> the live narrative standing for its states
+    for user in set(user_of.values()):
+        for e in rt.store.entries(UserRef.of(user), Kind.EPISODE):
+            if e.deprecated_by is None and e.parent_type == "cluster":
+                covered = {x for s in provenance(e).sentences for x in s.sources} | set(e.sources)
+                for s in stories:
+                    if user_of[s["id"]] == user and set(state_ids[s["id"]]) <= covered:
+                        owner[s["id"]] = e.id
+    counts: Counter[str] = Counter()
+    for budget in CUT_BUDGETS:
+        for s in stories:
+            if s["id"] not in owner:
+                continue
+            ref, query = UserRef.of(user_of[s["id"]]), f"{s['name']} {s['domain']}"
+            lines, cut = {}, {}
+            for flag in (True, False):
+                block = build_briefing(rt, ref, query, max_tokens=budget, narrative_cuts=flag)
+                lines[flag] = next((i.text.lower() for i in block.items
+                                    if i.id == owner[s["id"]]), None)
+                cut[flag] = owner[s["id"]] in block.cut_ids
+            if lines[True] is None or lines[False] is None:
+                continue
+            counts[f"{budget}_found"] += 1
+            counts[f"{budget}_cut"] += cut[True] and cut[False]
+            for flag, name in ((True, "shipped"), (False, "head")):
+                counts[f"{budget}_{name}_current"] += all(c.lower() in lines[flag]
+                                                         for c in s["current"])
+    return dict(counts)
+
+
 def summarise(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     groups: dict[str, Counter[str]] = defaultdict(Counter)
     for r in rows:
@@ -284,8 +326,10 @@ def run(work: Path, versions: Sequence[float], paraphrases: Sequence[float] = (P
         started = time.perf_counter()
         outcome = Engine(rt).trigger("reflect_episodes", force=True, timeout=None)
         seconds = time.perf_counter() - started
+        cut = briefed_cut(rt, stories, state_ids)
         rt.close()
         result = score(root, stories, state_ids)
+        result["briefed_cut"] = cut
         result.update(version=value, paraphrase=paraphrase, reflect_seconds=round(seconds, 1),
                       counts=outcome.counts, status=outcome.status)
         points.append(result)
@@ -358,6 +402,16 @@ def markdown(result: dict[str, Any]) -> str:
                   f"{r.get('briefing_shipped_found', 0)} stories, against "
                   f"{r.get('briefing_plain_latest_first', 0)} of "
                   f"{r.get('briefing_plain_found', 0)} by relevance alone (same run)."]
+    cut = chosen.get("briefed_cut")
+    if cut:
+        told = "; ".join(
+            f"at {b} tokens {cut.get(f'{b}_shipped_current', 0)} of {cut.get(f'{b}_found', 0)}, "
+            f"against {cut.get(f'{b}_head_current', 0)} cut at its opening "
+            f"({cut.get(f'{b}_cut', 0)} of them cut both ways)"
+            for b in CUT_BUDGETS)
+        lines += ["", "After the merges, briefed on \"<name> <domain>\" at a budget that cuts a "
+                  "narrative's line: the line says the current value " + told + " (of the "
+                  "merged stories, those whose narrative is in the block both ways; same run)."]
     wrong = [r for r in chosen["rows"] if r["merged"] and not r["right"]][:8]
     if wrong:
         lines += ["", "Wrong final paragraphs (first 8):", ""]

@@ -79,7 +79,11 @@ def summary(briefing: Any) -> dict[str, Any]:
     from dataclasses import asdict
 
     # the packer's whole result, as recorded (the answer lists a bounded part of it)
-    document = {"text": briefing.text, "items": [asdict(i) for i in briefing.items],
+    # (without an item's ``parts``, added after the recording: how its text may be cut, which
+    # the items' texts show)
+    document = {"text": briefing.text,
+                "items": [{k: v for k, v in asdict(i).items() if k != "parts"}
+                          for i in briefing.items],
                 "tokens": briefing.tokens, "max_tokens": briefing.max_tokens,
                 "route": briefing.route, "omitted": dict(briefing.omitted),
                 "omitted_ids": list(briefing.omitted_ids),

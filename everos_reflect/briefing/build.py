@@ -8,9 +8,11 @@ query and each record's vector; records below ``min_similarity`` are not offered
 large budget is not filled with noise. A later version of a record ranks above it, as in
 search (:mod:`everos_reflect.index.recency`): "Sam now drives a Tesla" (June) before "Sam drives
 a Honda Civic" (March) though the question's words match the older one better, so a block the
-budget cuts keeps the current state. Records of one kind whose lines say the same (a task
-recorded again) take one line, which says how many it stands for ("or more" when the kind's
-search was cut at :data:`EVIDENCE_K`: copies past it are not counted).
+budget cuts keeps the current state. A narrative cut to fit keeps its current state and the day
+the question points at, not its oldest days (:mod:`everos_reflect.briefing.narrative`).
+Records of one kind whose lines say the same (a task recorded again) take one line, which says
+how many it stands for ("or more" when the kind's search was cut at :data:`EVIDENCE_K`:
+copies past it are not counted).
 
 Derived records (convictions, lessons, insights) are read from their Markdown, the truth, for
 their status and evidence; parsed files are cached by size and stamps (see :class:`_LogCache`)
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from everos_reflect.briefing.narrative import narrative_parts
 from everos_reflect.briefing.pack import (
     Briefing,
     Item,
@@ -300,7 +303,11 @@ def latest_rows_first(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [h.row for h in latest_first(hits, vectors, threshold=RECENCY_COSINE)]
 
 
-def _row_item(runtime: Runtime, ref: UserRef, row: dict[str, Any]) -> Item | None:
+def _row_item(runtime: Runtime, ref: UserRef, row: dict[str, Any],
+              query: str | None = None) -> Item | None:
+    """``row`` as a briefing item, None when its Markdown says it is stale or retired. Given
+    ``query``, a narrative Episode comes with its parts (:func:`narrative_parts`): cut to
+    fit, it keeps its current state and the day the query points at, not its oldest days."""
     kind = str(row.get("kind") or "episode")
     text = str(row.get("text") or "")
     evidence: list[str] = list(row.get("sources") or [])
@@ -317,10 +324,15 @@ def _row_item(runtime: Runtime, ref: UserRef, row: dict[str, Any]) -> Item | Non
             return None  # stale or retired in its Markdown, whatever the index says
         evidence = _ids(entry.meta.get("evidence"))
     subject = str(row.get("subject") or "")
+    parts: tuple[tuple[int, str], ...] = ()
+    if kind == "episode" and query is not None:
+        day = str(row.get("timestamp") or "")[:10] or None
+        if found := narrative_parts(text, query, date=day):
+            parts = ((-1, f"{subject}:"), *found) if subject else found
     if subject and kind == "episode":
         text = f"{subject}: {text}"
     return Item(row["id"], kind, text, row.get("timestamp"), evidence,
-                round(float(row["_similarity"]), 4))
+                round(float(row["_similarity"]), 4), parts=parts)
 
 
 #: The most copies of a folded line :func:`newest_copy` reads, newest first, for one that
@@ -357,7 +369,9 @@ def newest_copy(runtime: Runtime, ref: UserRef, item: Item,
         if newer is not None and line_key(newer) == line_key(item):
             others = [item.id, *(i for i in repeats.pop(item.id) if i != newer.id)]
             repeats[newer.id] = others
-            return replace(newer, score=item.score, note=repeat_note(len(others) + 1, True))
+            # the same text, so the same parts
+            return replace(newer, score=item.score, note=repeat_note(len(others) + 1, True),
+                           parts=item.parts)
     return item
 
 
@@ -371,10 +385,12 @@ def build_briefing(
     min_similarity: float = MIN_SIMILARITY,
     counter: TokenCounter | None = None,
     latest_first_order: bool = True,
+    narrative_cuts: bool = True,
 ) -> Briefing:
     """One bounded briefing for ``query`` over ``ref``'s memory (see the module docstring).
-    ``latest_first_order`` off ranks the records by relevance alone (what a benchmark compares
-    the shipped order with)."""
+    ``latest_first_order`` off ranks the records by relevance alone, ``narrative_cuts`` off
+    cuts a narrative at its opening like any text (what a benchmark compares the shipped
+    block with)."""
     # in the words of the API's schema and the CLI's options, as search() says them
     if not isinstance(query, str):
         raise InvalidRequest(f"query: must be a string, got {json_got(query)}")
@@ -406,7 +422,9 @@ def build_briefing(
     # fetched: its counts are "or more" (a task recorded 40 times said "recorded 12x")
     cut_kinds = {k.value for k in instance_kinds if found[k][1]}
     evidence_items, repeats = fold_repeats(
-        [i for r in evidence_rows if (i := _row_item(runtime, ref, r))], cut_kinds=cut_kinds)
+        [i for r in evidence_rows
+         if (i := _row_item(runtime, ref, r, query if narrative_cuts else None))],
+        cut_kinds=cut_kinds)
     evidence_items = [newest_copy(runtime, ref, i, repeats) if i.kind in cut_kinds else i
                       for i in evidence_items]
 

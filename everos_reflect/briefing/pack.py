@@ -38,8 +38,10 @@ class Counts(Protocol):
 
 MIN_ITEM_TOKENS = 24  # an item cut shorter than this says too little to be worth its line
 MIN_LINE_TOKENS = 5  # "-", "[", two "·" and "]": the least any item line costs
+MIN_PART_TOKENS = 8  # a part cut shorter than this, beside whole ones, says too little
 MAX_CITED_SHOWN = 5  # ids of an item's evidence written out; the rest are counted
 CUT_MARKER = " …"  # ends a text cut to its share of the budget
+GAP = "…"  # stands where parts of a text cut by its parts were left out (:func:`cut_parts`)
 #: The most ids of left-out items an answer lists, in priority order (``omitted`` counts
 #: every one), and of one item's evidence (``evidence_count`` counts every one). The block
 #: keeps to ``max_tokens``; its answer (the API's, the MCP tool's, ``briefing --json``)
@@ -61,11 +63,16 @@ class Item:
     evidence: list[str] = field(default_factory=list)
     score: float | None = None
     note: str = ""  # e.g. "confirmed 3x", "contested"
+    #: ``text`` as parts in its own order, each with the rank it is kept by when the text
+    #: must be cut (lower first; :func:`cut_parts`), e.g. a narrative's current state before
+    #: its oldest day (:mod:`everos_reflect.briefing.narrative`). Empty: cut at the opening.
+    parts: tuple[tuple[int, str], ...] = field(default=(), repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The item as an answer lists it: at most :data:`MAX_ITEM_EVIDENCE` cited ids, the
         first ones (``evidence_count``: all of them; ``explain`` gives the whole tree)."""
         out = asdict(self)
+        del out["parts"]  # how the text is cut, not what the block says
         out["evidence"] = list(self.evidence[:MAX_ITEM_EVIDENCE])
         out["evidence_count"] = len(self.evidence)
         return out
@@ -95,7 +102,7 @@ class Briefing:
     #: facts given no line because the Episode they were taken from is in the block and says
     #: them word for word (:func:`restates`)
     restated_ids: list[str] = field(default_factory=list)
-    #: items in the block whose text was cut to fit (their text ends with " …")
+    #: items in the block whose text was cut to fit ("…" stands where text was left out)
     cut_ids: list[str] = field(default_factory=list)
     #: records given no line because a line in the block says the same word for word: the
     #: same task (or Episode, or fact) recorded again (:func:`fold_repeats`)
@@ -385,7 +392,10 @@ def line_floor(item: Item, cap: int, counter: Counts, cut: int | None = None) ->
     # the parts joined by spaces make the same pieces as the parts apart
     rest = " ".join([item.id, item.kind, (item.timestamp or "")[:10], *shown, item.note])
     text = counter.at_least(item.text)
-    if not counter.surely_within(item.text, cap):
+    if item.parts and not counter.surely_within(item.text, cap):
+        # cut by its parts, it keeps whole parts, which may leave room under ``cap``
+        text = 0
+    elif not counter.surely_within(item.text, cap):
         # cut, it still shows ``cap`` tokens less its marker's (:func:`cut_floor`): counted
         # as 1, every long text could fit, and each of 2,000 long lessons was cut to size and
         # counted (2.5 ms each) only to be left out
@@ -402,10 +412,83 @@ def cut_floor(cap: int, counter: Counts) -> int:
 def _capped(item: Item, cap: int, counter: Counts) -> Item:
     if counter.surely_within(item.text, cap):
         return item
-    text = counter.truncate(item.text, cap, CUT_MARKER)
+    if item.parts:
+        if counter.count(item.text) <= cap:
+            return item
+        text = cut_parts(item.parts, cap, counter)
+    else:
+        text = counter.truncate(item.text, cap, CUT_MARKER)
     if text == item.text:
         return item
     return _with_text(item, text)
+
+
+def _at_word(text: str, cut: str) -> str:
+    """``cut`` (``text``'s opening and :data:`CUT_MARKER`) ending at a word's end: a token
+    boundary falls inside a word ("Toby's ken …" of "kennel"), which a cut at the end of a
+    text shows as cut but one amid kept parts reads as a word."""
+    body = cut.removesuffix(CUT_MARKER)
+    if body == cut or not body or not text.startswith(body) or len(body) >= len(text):
+        return cut
+    # "Toby" of "Toby," ends a word; "Andrew" of "Andrew's" and "Andrew'" do not
+    after = text[len(body)]
+    inside = not after.isspace() and (after.isalnum() or after in ("'", "’")
+                                      or not body[-1].isalnum())
+    if not inside or " " not in body:
+        return cut
+    return body.rsplit(" ", 1)[0].rstrip() + CUT_MARKER
+
+
+def join_parts(parts: Sequence[tuple[int, str]], kept: Collection[int]) -> str:
+    """The parts at the positions ``kept``, in their own order, with :data:`GAP` wherever
+    parts between them, or after the last, were left out (the first part, a narrative's
+    subject, is always kept by its rank), but after a part cut short: its :data:`CUT_MARKER`
+    says it already."""
+    out: list[str] = []
+    left_out = False
+    for i, (_, text) in enumerate(parts):
+        if i not in kept:
+            left_out = True
+            continue
+        if left_out and out and not out[-1].endswith(CUT_MARKER):
+            out.append(GAP)
+        out.append(text)
+        left_out = False
+    if left_out and out and not out[-1].endswith(CUT_MARKER):
+        out.append(GAP)
+    return " ".join(out)
+
+
+def cut_parts(parts: Sequence[tuple[int, str]], cap: int, counter: Counts) -> str:
+    """The text of ``parts`` in at most ``cap`` tokens: whole parts taken by rank (lower
+    first; at equal rank, the earlier) while they fit, shown in their own order
+    (:func:`join_parts`); the first part that does not fit whole is cut at its opening to
+    the room left, so the text fills its share as a text cut at its opening does. A part of
+    negative rank (a narrative's subject) is kept with any other; when no other part fits
+    whole, the text is cut at its opening as one without parts is. The whole text when it
+    fits."""
+    whole = " ".join(text for _, text in parts)
+    if counter.count(whole) <= cap:
+        return whole
+    kept: set[int] = set()
+    for i in sorted(range(len(parts)), key=lambda n: (parts[n][0], n)):
+        trial = kept | {i}
+        if counter.count(join_parts(parts, trial)) <= cap:
+            kept = trial
+            continue
+        # the best part left does not fit whole: as much of its opening as the room holds
+        rest = [p if n != i else (p[0], "") for n, p in enumerate(parts)]
+        room = cap - counter.count(join_parts(rest, kept | {i}))
+        if room >= MIN_PART_TOKENS:
+            cut = _at_word(parts[i][1], counter.truncate(parts[i][1], room, CUT_MARKER))
+            shown = [p if n != i else (p[0], cut) for n, p in enumerate(parts)]
+            text = join_parts(shown, kept | {i})
+            if counter.count(text) <= cap:
+                return text
+        break
+    if all(parts[n][0] < 0 for n in kept):  # not even the best part beside the always-kept
+        return counter.truncate(whole, cap, CUT_MARKER)
+    return join_parts(parts, kept)
 
 
 def _with_text(item: Item, text: str) -> Item:
