@@ -15,7 +15,8 @@ import re
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
+from datetime import time as clock
 
 import numpy as np
 
@@ -23,6 +24,7 @@ from everos_reflect.clustering.service import ClusterInfo, ClusterService, entry
 from everos_reflect.embedding.base import Embedder
 from everos_reflect.errors import ProviderUnavailable
 from everos_reflect.index import reads
+from everos_reflect.index.snippet import terms
 from everos_reflect.llm.base import (
     LLM,
     FactsRequest,
@@ -35,6 +37,7 @@ from everos_reflect.llm.base import (
 from everos_reflect.llm.budget import estimate_tokens, over_budget, text_tokens
 from everos_reflect.llm.extractive import (
     different_holders,
+    narrative_sentences,
     plain_sentences,
     split_sentences,
 )
@@ -149,6 +152,56 @@ class Draft:
     @property
     def words(self) -> int:
         return len(self.content.split())
+
+    def fact_times(self) -> list[datetime]:
+        """When each of ``facts`` was said, aligned with them: the day of the narrative's
+        line it states (:func:`said_when`), else the narrative's own time."""
+        return said_when(self.facts, self.content, self.selection.replaced,
+                         self.selection.timestamp)
+
+
+#: A fact states a narrative sentence when this share of the shorter one's terms is shared.
+FACT_LINE_OVERLAP = 0.6
+
+
+def said_when(facts: Sequence[str], content: str, replaced: Sequence[Entry],
+              latest: datetime) -> list[datetime]:
+    """For each fact, when it was said: the day of the narrative sentence that states it most
+    (a ``YYYY-MM-DD:`` line, or a dated "Current state (…)" label), at the latest time a
+    replaced entry of that day has (the day's start, in ``latest``'s offset, when none of
+    them is of that day: an update's older days), never after ``latest``; ``latest`` (the
+    narrative's time) for a fact of an undated sentence, of the current state, or that no
+    sentence states.
+
+    Every fact re-extracted from a narrative took the narrative's time, the latest source's:
+    "Andrew has no pets yet.", said on 2026-09-01 and replaced by "Andrew now has two dogs"
+    on 2026-09-07, was a fact of 2026-09-07, and a briefing served both as that day's."""
+    said = narrative_sentences(content)
+    bags = [terms(s.text) for s in said]
+    of_day: dict[str, datetime] = {}
+    for entry in replaced:
+        if entry.timestamp is not None:
+            day = entry.timestamp.date().isoformat()
+            of_day[day] = max(of_day.get(day, entry.timestamp), entry.timestamp)
+    out: list[datetime] = []
+    for fact in facts:
+        wanted = terms(fact)
+        best: tuple[float, int] | None = None
+        for i, bag in enumerate(bags):
+            shared = len(wanted & bag)
+            share = shared / min(len(wanted), len(bag)) if shared else 0.0
+            if share >= FACT_LINE_OVERLAP and (best is None or share >= best[0]):
+                best = (share, i)  # ties: the later sentence
+        day = said[best[1]].day if best is not None else None
+        when = latest
+        if day is not None:
+            try:
+                start = datetime.combine(date.fromisoformat(day), clock(), latest.tzinfo)
+            except ValueError:
+                start = latest
+            when = min(of_day.get(day, start), latest)
+        out.append(when)
+    return out
 
 
 def _when(entry: Entry) -> datetime:

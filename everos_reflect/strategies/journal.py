@@ -157,6 +157,9 @@ class Plan:
     #: (:func:`follow_moved_user`): ``hashes`` were taken under that name, so a source whose
     #: ``owner_id`` a person rewrote to the new folder's user is unchanged
     origin_user: str | None = None
+    #: when each fact was said (:meth:`Draft.fact_times`), aligned with ``facts``; a row
+    #: written before facts had times of their own has none: each takes ``timestamp``
+    fact_times: list[str] = field(default_factory=list)
 
     @property
     def ref(self) -> UserRef:
@@ -199,6 +202,7 @@ def new_plan(
         title=draft.title,
         content=draft.content,
         facts=list(draft.facts),
+        fact_times=[format_timestamp(t, fraction=True) for t in draft.fact_times()],
         timestamp=format_timestamp(sel.timestamp, fraction=True),  # the latest source's
         sources=sel.source_ids,
         existing_id=sel.existing.id if sel.existing is not None else None,
@@ -358,11 +362,11 @@ def _write_missing_facts(runtime: Runtime, plan: Plan) -> None:
     or after, some of them), in one atomic write: not one rewrite and two fsyncs per fact."""
     written = Counter(f.content for f in find_facts(runtime, plan))
     missing = []
-    for fact in plan.facts:
+    for n, fact in enumerate(plan.facts):
         if written[fact] > 0:
             written[fact] -= 1
             continue
-        missing.append((fact_meta(plan), {"Fact": fact}))
+        missing.append((fact_meta(plan, n), {"Fact": fact}))
     if missing:
         refuse_if_gone(runtime, [plan])
     runtime.store.append_many(plan.ref, Kind.ATOMIC_FACT, missing, day=plan.day_date,
@@ -567,8 +571,8 @@ def oversized(runtime: Runtime, plan: Plan) -> str | None:
     narrative = len(render_entry(placeholder, narrative_meta(sized),
                                  {"Subject": plan.title, "Content": plan.content}).encode("utf-8"))
     fact_id = str(EntryId(Kind.ATOMIC_FACT, plan.day_date, widest))
-    fact = max((len(render_entry(fact_id, fact_meta(sized), {"Fact": f}).encode("utf-8"))
-                for f in plan.facts), default=0)
+    fact = max((len(render_entry(fact_id, fact_meta(sized, n), {"Fact": f}).encode("utf-8"))
+                for n, f in enumerate(plan.facts)), default=0)
     size = max(narrative, fact)
     if size <= limit:
         return None
@@ -628,9 +632,9 @@ def overfull(runtime: Runtime, plan: Plan) -> str | None:
         narrative_id, narrative_meta(sized), {"Subject": plan.title, "Content": plan.content})],
         [narrative_id])
     if plan.facts:
-        meta = fact_meta(sized)
-        appending(Kind.ATOMIC_FACT, [writer.render_entry(i, meta, {"Fact": f})
-                                     for i, f in zip(fact_ids, plan.facts, strict=True)],
+        appending(Kind.ATOMIC_FACT, [writer.render_entry(i, fact_meta(sized, n), {"Fact": f})
+                                     for n, (i, f) in enumerate(zip(fact_ids, plan.facts,
+                                                                    strict=True))],
                   fact_ids)
     archived = dict.fromkeys([*plan.replaced, *plan.fact_ids], narrative_id)
     for path, pairs in archive_by_log(runtime, plan.ref, archived).items():
@@ -694,10 +698,11 @@ def over_file_limit(runtime: Runtime, path: Path, size: int | None, why: str = "
             f"limits.max_file_bytes ({limit:,}){why}; not written")
 
 
-def fact_meta(plan: Plan) -> dict[str, Any]:
+def fact_meta(plan: Plan, n: int) -> dict[str, Any]:
+    """The metadata of the plan's ``n``-th fact: its own time when the plan has one."""
     return {
         "owner_id": plan.user_id,
-        "timestamp": plan.timestamp,
+        "timestamp": plan.fact_times[n] if n < len(plan.fact_times) else plan.timestamp,
         "parent_type": "episode",
         "parent_id": plan.merged_id,
         REFLECTION_KEY: plan.id,

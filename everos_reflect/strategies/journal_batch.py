@@ -192,7 +192,8 @@ def _write_facts(runtime: Runtime, plans: list[Plan]) -> None:
     facts or none, as when it commits alone."""
     runtime.store.append_to_logs(
         [(ref, Kind.ATOMIC_FACT, day,
-          [(journal.fact_meta(p), {"Fact": fact}) for p in group for fact in p.facts])
+          [(journal.fact_meta(p, n), {"Fact": fact}) for p in group
+           for n, fact in enumerate(p.facts)])
          for (ref, day), group in _by_log(plans).items()], withdrawable=True)
 
 
