@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 from everos_reflect.index.snippet import make_snippet, terms
-from everos_reflect.llm.extractive import narrative_sentences
+from everos_reflect.llm.extractive import split_sentences
 
 #: A line that opens a part: a day's line, or the current-state label (as the merge writes
 #: them, :mod:`everos_reflect.llm.extractive`).
@@ -78,14 +78,15 @@ def _answer_part(parts: list[str], content: str, query: str, date: str | None) -
     """The index of the part holding the first sentence of ``content``'s best passage for
     ``query``; None when no word of the query is in the entry (the passage is then only the
     entry's opening, no answer)."""
-    if not terms(query) & terms(content):
+    wanted = terms(query)
+    lowered = content.lower()
+    if not any(term in lowered for term in wanted):  # a term of the entry is in its text
         return None
     snippet = make_snippet(content, query, date=date)
-    if not snippet.sentences:
+    said = split_sentences(snippet.text)
+    if not said or not terms(said[0]) & wanted:
         return None
-    first = " ".join(narrative_sentences(content)[snippet.sentences[0]].text.split())
-    if not first:
-        return None
+    first = " ".join(said[0].split())
     for i, part in enumerate(parts):
         if first in " ".join(part.split()):
             return i
