@@ -164,20 +164,50 @@ class Draft:
 FACT_LINE_OVERLAP = 0.6
 
 
+#: The most sentences a fact is compared with (:func:`_sharing`).
+MAX_FACT_CANDIDATES = 256
+
+
+def _sharing(wanted: set[str], postings: dict[str, list[int]]) -> set[int]:
+    """The sentences a fact may state: those sharing one of its terms said in at most
+    :data:`MAX_FACT_CANDIDATES` sentences, from its rarest term on, until that many are
+    found; when every term of it is said more often, the latest sentences saying its rarest.
+    A sentence stating the fact shares most of its terms, so its rarest ones; a narrative
+    of fewer sentences is read whole. Compared with every sentence, 3,000 facts of a
+    3,000-sentence narrative took 10 s."""
+    out: set[int] = set()
+    for term in sorted(wanted & postings.keys(), key=lambda t: (len(postings[t]), t)):
+        posting = postings[term]
+        if len(posting) > MAX_FACT_CANDIDATES:
+            if not out:
+                out.update(posting[-MAX_FACT_CANDIDATES:])
+            break
+        out.update(posting)
+        if len(out) >= MAX_FACT_CANDIDATES:
+            break
+    return out
+
+
 def said_when(facts: Sequence[str], content: str, replaced: Sequence[Entry],
               latest: datetime) -> list[datetime]:
-    """For each fact, when it was said: the day of the narrative sentence that states it most
-    (a ``YYYY-MM-DD:`` line, or a dated "Current state (…)" label), at the latest time a
-    replaced entry of that day has (the day's start, in ``latest``'s offset, when none of
-    them is of that day: an update's older days), never after ``latest``; ``latest`` (the
-    narrative's time) for a fact of an undated sentence, of the current state, or that no
-    sentence states.
+    """For each fact, when it was said: the day of the narrative sentence that states it (the
+    sentence it is word for word, else the one sharing most of the shorter one's terms, at
+    least :data:`FACT_LINE_OVERLAP`, among :func:`_sharing`'s; a ``YYYY-MM-DD:`` line, or a
+    dated "Current state (…)" label), at the latest time a replaced entry of that day has
+    (the day's start, in ``latest``'s offset, when none of them is of that day: an update's
+    older days), never after ``latest``; ``latest`` (the narrative's time) for a fact of an
+    undated sentence, of the current state, or that no sentence states.
 
     Every fact re-extracted from a narrative took the narrative's time, the latest source's:
     "Andrew has no pets yet.", said on 2026-09-01 and replaced by "Andrew now has two dogs"
     on 2026-09-07, was a fact of 2026-09-07, and a briefing served both as that day's."""
     said = narrative_sentences(content)
     bags = [terms(s.text) for s in said]
+    exact = {" ".join(s.text.split()): i for i, s in enumerate(said)}  # the later of equals
+    postings: dict[str, list[int]] = {}
+    for i, bag in enumerate(bags):
+        for term in bag:
+            postings.setdefault(term, []).append(i)
     of_day: dict[str, datetime] = {}
     for entry in replaced:
         if entry.timestamp is not None:
@@ -185,12 +215,14 @@ def said_when(facts: Sequence[str], content: str, replaced: Sequence[Entry],
             of_day[day] = max(of_day.get(day, entry.timestamp), entry.timestamp)
     out: list[datetime] = []
     for fact in facts:
+        found = exact.get(" ".join(fact.split()))
+        best = None if found is None else (1.0, found)
         wanted = terms(fact)
-        best: tuple[float, int] | None = None
-        for i, bag in enumerate(bags):
-            shared = len(wanted & bag)
-            share = shared / min(len(wanted), len(bag)) if shared else 0.0
-            if share >= FACT_LINE_OVERLAP and (best is None or share >= best[0]):
+        for i in [] if best is not None else _sharing(wanted, postings):
+            shared = len(wanted & bags[i])
+            share = shared / min(len(wanted), len(bags[i]))
+            if share >= FACT_LINE_OVERLAP and (best is None or share > best[0]
+                                               or (share == best[0] and i > best[1])):
                 best = (share, i)  # ties: the later sentence
         day = said[best[1]].day if best is not None else None
         when = latest
