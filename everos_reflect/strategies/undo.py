@@ -870,7 +870,12 @@ def _restore_cluster(runtime: Runtime, ref: UserRef, cluster_id: str | None,
     """
     service = ClusterService(runtime)
     if previous is not None:
-        service.on_entries_indexed(ref, [runtime.store.get(ref, previous.id)], {})
+        # handed over as it stands: a narrative, none of it unparented (the exact answer;
+        # None made clustering read the member row by a rule of thumb). One a person made
+        # plain meanwhile was placed by its own sync (:func:`_resync`) and is left there.
+        now = runtime.store.get(ref, previous.id)
+        if now.parent_type == "cluster":
+            service.on_entries_indexed(ref, [now], {}, unparented=())
     service.place_after_undo(ref)
     if not _cluster_agrees(service, ref, cluster_id, episodes, previous):
         log.info("undo: rebuilding the clusters of %s", ref)
