@@ -370,7 +370,14 @@ class Kills:
         """The user's folder copied by hand into ``new``'s, made ``new``'s (every ``owner_id``
         and ``user_id`` rewritten). Returns ``new``."""
         source, target = self.root / user_rel(user), self.root / user_rel(new)
-        shutil.copytree(source, target)
+        try:
+            shutil.copytree(source, target)
+        except shutil.Error as exc:
+            # a file gone between the listing and its copy (a write's temporary file,
+            # renamed over its log meanwhile): the rest is copied, as `cp -r` copies it
+            other = [e for e in exc.args[0] if "No such file" not in str(e[2])]
+            if other:
+                raise
         for log in target.rglob("*.md"):
             text = log.read_text(errors="replace")
             log.write_text(text.replace(f"owner_id: {user}\n", f"owner_id: {new}\n")
