@@ -157,6 +157,10 @@ class Plan:
     #: (:func:`follow_moved_user`): ``hashes`` were taken under that name, so a source whose
     #: ``owner_id`` a person rewrote to the new folder's user is unchanged
     origin_user: str | None = None
+    #: the wall clock (ns) when the row was written, before the merge's first Markdown write:
+    #: a log holding anything of the merge (a copy of it too) was written since
+    #: (:func:`settle_copies_of`); ``None`` for rows written before it was recorded
+    journalled_ns: int | None = None
 
     @property
     def ref(self) -> UserRef:
@@ -265,6 +269,7 @@ def plan_report(conn: sqlite3.Connection, plan: Plan, status: str, *, merged: st
 
 
 def _insert(conn: sqlite3.Connection, plan: Plan) -> None:
+    plan.journalled_ns = time.time_ns()
     merge_journal.insert(conn, plan.id, plan.ref, plan.cluster_id, plan.to_json(), PLANNED)
 
 
@@ -399,38 +404,63 @@ def settle_copies_of(runtime: Runtime, indexer: Indexer, plans: list[Plan], *,
     and a batch paid a listing and a read per merge. Most users hold no log of that day, or
     none naming a row: not parsed.
 
-    ``written_since_ns`` (a batch's: the wall clock before its narratives were written, less
-    :data:`MTIME_SLACK_NS`): a log last modified before it is not read. A copy of a narrative
-    can only have been written after the narrative was, and a copy keeps that time (``cp -a``,
-    ``copytree``: the source's mtime, no older than the narrative's write) or takes its own.
-    Without it every other user's log of the day was read once per batch, whoever wrote it
-    and whenever (``bench/copy_settle_cost.py`` times both ways on one root).
+    A log last modified before the merges' rows were written (``written_since_ns``, else
+    the earliest :attr:`Plan.journalled_ns` of ``plans``, less :data:`MTIME_SLACK_NS`) is not
+    read. A copy of a narrative can only have been written after the narrative was, and a
+    copy keeps that time (``cp -a``, ``copytree``: the source's mtime, no older than the
+    narrative's write) or takes its own. Without it every other user's log of the day was
+    read once per batch, whoever wrote it and whenever, and an abandoned merge (recovery's
+    included) read them all again (``bench/copy_settle_cost.py`` times both ways on one root).
+    Each plan's user is built once and each user's path once, as text: building them per
+    user and plan (a ``UserRef`` validated per plan, a ``Path`` per log) was most of the
+    time of a look-up at 2,000 users, not the file checks.
     """
-    by_day: dict[date, list[Plan]] = {}
+    if written_since_ns is None:
+        written_since_ns = journalled_since(plans)
+    by_day: dict[str, list[str]] = {}  # the episode log's name -> the ids of its merges
+    own: dict[UserRef, set[str]] = {}  # the ids of each plan's own user: not copies there
     for plan in plans:
-        by_day.setdefault(plan.day_date, []).append(plan)
-    real_root = os.path.realpath(runtime.store.root)
-    for ref in runtime.store.iter_users():
-        for day, group in by_day.items():
-            ids = [p.id for p in group if p.ref != ref]
+        by_day.setdefault(Kind.EPISODE.filename(plan.day_date), []).append(plan.id)
+        own.setdefault(plan.ref, set()).add(plan.id)
+    by_id = {plan.id: plan for plan in plans}
+    store = runtime.store
+    real_root, root = os.path.realpath(store.root), os.fspath(store.root)
+    for ref in store.iter_users():
+        mine = own.get(ref, set())
+        # the store's layout (MarkdownStore.log_path), joined as text: the listing's refs are
+        # validated, and a Path and three name checks per user were a third of the look-up
+        folder = os.path.join(root, ref.app, ref.project, "users", ref.user_id,
+                              Kind.EPISODE.folder)
+        for name, group in by_day.items():
+            ids = [plan_id for plan_id in group if plan_id not in mine]
             if not ids:
                 continue
-            path = runtime.store.log_path(ref, Kind.EPISODE, day)
+            path = os.path.join(folder, name)
             try:
-                st = path.stat()
+                st = os.stat(path)
                 if not S_ISREG(st.st_mode) or (written_since_ns is not None
                                               and st.st_mtime_ns < written_since_ns):
                     continue
-                named = _named_in(path, ids, real_root)
+                named = _named_in(Path(path), ids, real_root)
             except (FileNotFoundError, NotADirectoryError):  # no log of that day: most users
                 continue
             except OSError as exc:  # a folder this account may not enter, a FIFO: no copy
-                log.info("cannot read %s for copies of merges: %s", runtime.store.rel(path),
+                log.info("cannot read %s for copies of merges: %s", store.rel(path),
                          describe(exc))
                 continue
-            for plan in group:
-                if plan.id in named:
-                    _settle_copy(runtime, indexer, plan, ref, withdraw=withdraw)
+            for plan_id in ids:
+                if plan_id in named:
+                    _settle_copy(runtime, indexer, by_id[plan_id], ref, withdraw=withdraw)
+
+
+def journalled_since(plans: Iterable[Plan]) -> int | None:
+    """The wall clock (ns) before which no log holds anything of ``plans``: the earliest
+    time their rows were written, less :data:`MTIME_SLACK_NS`; ``None`` when a row does not
+    say (written before rows recorded it)."""
+    times = [plan.journalled_ns for plan in plans]
+    if not times or any(t is None for t in times):
+        return None
+    return min(t for t in times if t is not None) - MTIME_SLACK_NS
 
 
 def _named_in(path: Path, ids: list[str], real_root: str) -> set[str]:
@@ -1067,6 +1097,7 @@ __all__ = [
     "find_narrative",
     "has_pending",
     "insert_report",
+    "journalled_since",
     "locked",
     "mark_consolidated",
     "ms_since",
