@@ -80,12 +80,18 @@ def _indexed(rt: Runtime) -> dict[str, str]:
     return {str(r[0]): str(r[1]) for r in rows}
 
 
+def _reflected(root: Path) -> Runtime:
+    """A runtime on ``root`` seeded with Andrew's pets, indexed and reflected once."""
+    rt = make_runtime(root, ExtractiveLLM())
+    seed_pets(rt)
+    Indexer(rt).scan()
+    run_reflection(rt)
+    return rt
+
+
 def test_a_reflection_run_writes_each_fact_at_its_own_time(tmp_path: Path) -> None:
-    rt = make_runtime(tmp_path, ExtractiveLLM())
+    rt = _reflected(tmp_path)
     try:
-        seed_pets(rt)
-        Indexer(rt).scan()
-        run_reflection(rt)
         facts = _facts(rt)
         indexed = _indexed(rt)
         Indexer(rt).reindex()
@@ -101,12 +107,8 @@ def test_a_reflection_run_writes_each_fact_at_its_own_time(tmp_path: Path) -> No
 
 def test_a_merge_recovered_after_a_kill_writes_the_same_times(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    whole = tmp_path / "whole"
-    rt = make_runtime(whole, ExtractiveLLM())
+    rt = _reflected(tmp_path / "whole")
     try:
-        seed_pets(rt)
-        Indexer(rt).scan()
-        run_reflection(rt)
         expected = _facts(rt)
     finally:
         rt.close()
