@@ -1111,11 +1111,14 @@ class MarkdownStore:
         return conflicts
 
     def undeprecate(self, ref: UserRef, ids: Iterable[str]) -> dict[str, str]:
-        """Remove ``ids`` from ``deprecated_entries`` (explicit undo). Returns what was removed."""
+        """Remove ``ids`` from ``deprecated_entries`` (explicit undo). Returns what was removed.
+        All the files or none (:meth:`_edit_many`): one refused (an id twice in it) after
+        another was written left an undo's sources half restored."""
         by_file: dict[Path, list[str]] = {}
         for old in ids:
             by_file.setdefault(self.path_for_id(ref, old), []).append(old)
         removed: dict[str, str] = {}
+        edits: dict[Path, Callable[[str | None], str | None]] = {}
         for path, olds in by_file.items():
             if not path.is_file():
                 continue
@@ -1131,8 +1134,23 @@ class MarkdownStore:
                 )
                 return writer.remove_deprecations(text, olds)
 
-            self._edit(path, edit)
+            edits[path] = edit
+        self._edit_many(edits)
         return removed
+
+    def refuse_unarchivable(self, ref: UserRef, ids: Iterable[str], what: str) -> None:
+        """Raise, before anything is written, what :meth:`deprecate` or :meth:`undeprecate`
+        would raise on a file holding one of ``ids``: an id twice in it
+        (:class:`MarkdownError`, its lines named), over the size limit (:class:`TooLarge`).
+        A command that writes several logs (``undo``: the sources' logs, then the
+        narrative's) checks them all first, so a refusal leaves every log as it was.
+        ``what``: the words of the refusal ("not {what} this file")."""
+        for path in sorted({self.path_for_id(ref, i) for i in ids}):
+            try:
+                data = self._load(path)
+            except FileNotFoundError:
+                continue
+            _refuse_duplicates(data.decode("utf-8", "replace"), self._label(path), what)
 
     def archive_blockers(self, ref: UserRef, ids: Iterable[str]) -> list[str]:
         """Why the files holding ``ids`` cannot be archived into (duplicate ids, over the size
