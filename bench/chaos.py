@@ -15,7 +15,8 @@ result with an independent reader (bench/chaos_reader.py, which never imports th
   the root and the invariants are checked: no entry text lost, every file parses, no
   narrative live beside a live source, no archive link to a missing entry, index == what a
   rebuild from Markdown gives, no journal row left, derived records' status and audit rows
-  == an unkilled run's;
+  == an unkilled run's; one operation kills nothing (``copy``: a user's folder copied while a
+  run commits a merge, its row named so), and is checked the same way;
 - **malformed**: a corpus of broken files (bench/chaos_corpus.py) → the daemon stays up, valid
   neighbours are indexed, no byte of the broken files changes (a file dated today may gain
   the run's new entries after its own bytes); peak RSS and Reflection time;
@@ -135,7 +136,7 @@ def section_kills(report: Report, n: int, seed: int, work: Path, env: dict[str, 
                                           on_kill=on_kill, ops=ops)
     seconds = time.perf_counter() - started
     for op, (runs, bad) in per_op.items():
-        report.add("kills", f"SIGKILL during {op}", runs, bad)
+        report.add("kills", chaos_kills.CASES[op], runs, bad)
     for key, count in totals.count().items():
         report.add("kills", f"invariant: {key}", done, count)
     report.notes.append(f"kills: {done} of {n} run in {seconds / 60:.1f} min"

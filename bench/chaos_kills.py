@@ -61,6 +61,10 @@ TOPICS = [
 ]
 REFLECT = "reflect_episodes"
 OPS = ["reflect", "recovery", "add", "undo", "watcher", "reindex", "provenance", "copy"]
+#: Each operation's row in the report, named for what it does: a SIGKILL during it, but for
+#: ``copy``, where nothing is killed (a folder copied while a run commits; the run goes on)
+CASES = {**{op: f"SIGKILL during {op}" for op in OPS},
+         "copy": "folder copied mid-commit (no kill)"}
 #: Journal steps of a commit, in order (journal.py); ``abandoning`` only on a withdrawal.
 STEPS = ["planned", "narrative", "facts", "archiving", "deprecated"]
 RANK = {**{s: i for i, s in enumerate(STEPS)}, "abandoning": len(STEPS)}

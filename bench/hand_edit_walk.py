@@ -24,7 +24,9 @@ rows, and the script exits 1.
         [--together 1]  (up to this many edits before one sync of all they touched: 1, the
                          walks as before)
 
-The last line counts the steps made, by kind (a step that found nothing to do is not made).
+The last line counts the steps made, by kind (a step that found nothing to do is not made;
+one that ran and left every log as it was is counted apart, as "<kind> (no-op)", and marked
+so where the steps are printed).
 
 Known and documented differences are not checked (clustering/service.py): an Episode out of
 time order, or a member deleted or edited away, leaves later Episodes where they joined until
@@ -98,8 +100,24 @@ class Walk:
     def entries(self, path: Path) -> list[str]:
         return re.findall(r"<!-- entry:(\S+) -->", path.read_text())
 
+    def markdown(self) -> dict[Path, bytes]:
+        """Every Markdown file of the root, by path, as it stands (the index left out)."""
+        return {p: p.read_bytes() for p in sorted(self.root.rglob("*.md"))
+                if ".index" not in p.relative_to(self.root).parts}
+
     def step(self) -> list[Path]:
-        """Do one random hand edit; the paths it touched."""
+        """Do one random hand edit; the paths it touched. A step recorded that left every
+        log as it was (an edit writing the text the entry had, a narrative already made
+        plain by an edit of the same sync, an undo refused, a Reflection run that merged
+        nothing) is marked :data:`NO_OP`: it is not counted as made, nor taken for the
+        documented kind of step a difference after it is excused by."""
+        before, made = self.markdown(), len(self.steps)
+        touched = self._step()
+        if len(self.steps) > made and self.markdown() == before:
+            self.steps[-1] += NO_OP
+        return touched
+
+    def _step(self) -> list[Path]:
         # (in this order: a seed walks the same steps as before --reflect, --narrate and
         # --unparent)
         ops = ["add"] * 5 + ["archive", "revive", "delete", "edit", "move", "copy",
@@ -477,9 +495,30 @@ KNOWN = ("edit", "delete", "archive", "move", "copy", "rename", "revive", "unpar
          # an Episode added before one of its user moved later in time (retime): out of order
          "late-add")
 
+#: the mark of a step that changed no log (:meth:`Walk.step`)
+NO_OP = " (no-op: no log changed)"
+
 #: the edits of files and ids ``--files`` weighs (each of them that many times)
 FILE_EDITS = ("redate", "shift", "dropday", "restore", "reid", "unarchive", "repoint", "dup",
               "retime")
+
+
+def close_round(steps: list[str], made: int, how: str, kinds: Counter[str]) -> list[str]:
+    """End one round of edits (``steps[made:]``, recorded since the last sync) once it is
+    synced ``how``: the round becomes one line tagged with the sync (a line "no edit" when
+    it recorded no step, where the tag went onto the step before, a change it did not make),
+    ``kinds`` counts its steps, those that changed no log (:data:`NO_OP`) apart, and the
+    kinds of those that changed one are returned: only they may excuse a difference as a
+    documented one."""
+    ops = [s.split()[0] for s in steps[made:] if not s.endswith(NO_OP)]
+    kinds.update(ops)
+    kinds.update(f"{s.split()[0]} (no-op)" for s in steps[made:] if s.endswith(NO_OP))
+    if len(steps) == made:
+        steps.append("no edit")
+    if len(steps) - made > 1:
+        steps[made:] = [" + ".join(steps[made:])]
+    steps[-1] = f"{steps[-1]} [{how}]"
+    return ops
 
 
 def narratives(rt: Any) -> set[tuple[str, str, str, str]]:
@@ -562,19 +601,15 @@ def main() -> int:
                     for _ in range(edits):
                         touched += [p for p in walk.step() if p not in touched]
                     how = walk.sync(touched)
-                    ops = [s.split()[0] for s in walk.steps[made:]]
-                    kinds.update(ops)
-                    if edits > 1 and len(ops) > 1:
-                        walk.steps[made:] = [" + ".join(walk.steps[made:])]
+                    ops = close_round(walk.steps, made, how, kinds)
                     made = len(walk.steps)
-                    walk.steps[-1:] = [f"{walk.steps[-1]} [{how}]"] if walk.steps else []
                     live = cluster_tables(walk.rt)
                     rebuilt = as_reindexed(walk.rt, Path(tmp) / f"rebuilt{n}")
                     shutil.rmtree(Path(tmp) / f"rebuilt{n}")
                     diff = differs(live, rebuilt, args.strict)
-                    op = walk.steps[-1].split()[0] if walk.steps else ""
-                    if ops:  # a step of several edits is known if one of them is
-                        op = next((o for o in ops if o in KNOWN), ops[-1])
+                    # a step of several edits is known if one of them is (one that changed
+                    # a log: a step that changed none is no step a difference follows from)
+                    op = next((o for o in ops if o in KNOWN), ops[-1] if ops else "")
                     keys = narratives(walk.rt)
                     if diff and not args.strict and op in KNOWN and \
                             narrative_rows(live, keys) == narrative_rows(rebuilt, keys):

@@ -643,6 +643,18 @@ MIGRATIONS: list[tuple[str, str]] = [
             ON change_cursor(app_id, project_id, user_id, entry_id);
         """,
     ),
+    (
+        "0030_publish_notes_unparented",
+        """
+        -- JSON list of the change's upserted ids the index held as narratives (`parent_type:
+        -- cluster`) and that are narratives no longer (events.ChangeSet.unparented). A change
+        -- handed over again after a kill read the member rows instead, and a deletion applied
+        -- first in the same change gave a former narrative a similarity: it stayed in the
+        -- cluster its `parent_id` had named, unlike a reindex. NULL: not known (notes from
+        -- before), read from the rows as before.
+        ALTER TABLE publish_note ADD COLUMN unparented TEXT;
+        """,
+    ),
 ]
 
 #: ``index_meta`` key of the parser version the index's rows were read with.

@@ -63,9 +63,10 @@ class ChangeSet:
     (the file reads again, or was removed): which of them went meanwhile is not known, so
     whatever depends on the owner's records is checked whole, as after a ``reindex``.
     ``unparented``: the ids of ``upserted`` that were narratives (``parent_type: cluster``)
-    as the index held them and are narratives no longer; None when not known (a change
-    handed over again after a kill, :meth:`Indexer._replay`: the index holds only what they
-    are now)."""
+    as the index held them and are narratives no longer (empty: none of them); None when not
+    known (a caller that did not work it out, a publish note written before the index kept
+    it): clustering then reads the member rows, a rule of thumb a deletion in the same change
+    can mislead. The default is None: "none" is said only by one who knows it."""
 
     ref: UserRef
     kind: Kind
@@ -75,7 +76,7 @@ class ChangeSet:
     deleted: list[str] = field(default_factory=list)
     vectors: Mapping[str, np.ndarray] = field(default_factory=dict)
     recheck: bool = False
-    unparented: frozenset[str] | None = frozenset()
+    unparented: frozenset[str] | None = None
 
     @property
     def empty(self) -> bool:

@@ -1507,7 +1507,9 @@ class Indexer:
             self._settle_notes(notes, deferred)
 
     def _replayed(self, row: Any) -> events.ChangeSet | None:
-        """The change a publish note names, as the index holds it now (None: nothing left)."""
+        """The change a publish note names, as the index holds it now (None: nothing left),
+        with the entries the sync that wrote it found unparented (:attr:`SyncPlan.
+        unparented`), those still as it indexed them."""
         try:
             kind = Kind(row["kind"])
         except ValueError:
@@ -1529,8 +1531,13 @@ class Indexer:
         archived = {i: by for i, by in json.loads(row["archived"]).items()
                     if i in indexed and indexed[i]["deprecated_by"] == by}
         deleted = [i for i in json.loads(row["deleted"]) if i not in indexed]
+        # which were narratives, as the sync that wrote the note knew it (the rows hold only
+        # what they are now); NULL: a note from before the index kept it, not known
+        noted = row["unparented"]
+        unparented = None if noted is None else \
+            frozenset(json.loads(noted)) & {e.id for e in upserted}
         return events.ChangeSet(ref, kind, row["path"], upserted, archived, deleted,
-                                recheck=bool(row["recheck"]), unparented=None)
+                                recheck=bool(row["recheck"]), unparented=unparented)
 
     def _embed_current(self, jobs: list[_Job],
                        ahead: Mapping[_Made, np.ndarray] | None = None) -> list[_Job]:
@@ -1665,12 +1672,13 @@ class Indexer:
                         continue
                     cur = conn.execute(
                         "INSERT INTO publish_note (path, app_id, project_id, user_id, kind, "
-                        "upserted, archived, deleted, skip, created_at, recheck) "
-                        "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                        "upserted, archived, deleted, skip, created_at, recheck, unparented) "
+                        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                         (job.rel, job.ref.app, job.ref.project, job.ref.user_id,
                          job.kind.value, json.dumps([e.id for e in job.plan.upserts]),
                          json.dumps(job.plan.deprecations), json.dumps(job.plan.deletes),
-                         skip, now, int(job.recheck)))
+                         skip, now, int(job.recheck),
+                         json.dumps(sorted(job.plan.unparented))))
                     notes.append(int(cur.lastrowid or 0))
             for job in jobs:
                 key = (job.ref.app, job.ref.project, job.ref.user_id)

@@ -873,6 +873,42 @@ class MarkdownStore:
         return self.append_to_logs([(ref, kind, day, items)], withdrawable=withdrawable,
                                    derived=derived, refer=refer)[0]
 
+    def append_copy(self, ref: UserRef, entry: Entry) -> Entry | None:
+        """Append ``entry``, another user's, to ``ref``'s log of its day under its own id (its
+        ``owner_id`` made ``ref``'s): a copy of it owed in that log, which entries of ``ref``
+        already point at by that id (a merge's narrative, its user's folder copied by hand
+        while the merge ran, the copy taken after some sources were archived toward the
+        narrative, before the narrative was written). ``None``, nothing written, when the
+        log already mentions the id: ids are unique per user only, so it may be another
+        entry's, and an id is never written twice."""
+        eid = parse_entry_id(entry.id)
+        path = self.log_path(ref, eid.kind, eid.day)
+        label = self._label(path)
+        block = writer.render_entry(entry.id, {**entry.meta, "owner_id": ref.user_id},
+                                    entry.sections)
+        if len(block.encode("utf-8")) > self.limits.max_entry_bytes:
+            raise TooLarge("the entry", len(block.encode("utf-8")), "limits.max_entry_bytes",
+                           self.limits.max_entry_bytes)
+        created: list[Entry] = []
+
+        def edit(text: str | None) -> str | None:
+            created.clear()
+            if text is None or not text.strip():
+                text = writer.new_log_text(eid.kind, ref.user_id, eid.day)
+            elif entry.id in text:
+                return None
+            log = self._writable(self.parse_text(text, label, entries=False))
+            new_text = writer.append_entry(text, block)
+            size = len(new_text.encode("utf-8"))
+            if size > self.limits.max_file_bytes:
+                raise TooLarge(f"{label} with this entry", size, "limits.max_file_bytes",
+                               self.limits.max_file_bytes)
+            created.extend(self._parse_back(log, text, new_text, [(entry.id, block)]))
+            return new_text
+
+        self._edit(path, edit)
+        return created[0] if created else None
+
     def append_to_logs(
         self,
         batches: Iterable[tuple[UserRef, Kind, date | None,
@@ -1075,11 +1111,14 @@ class MarkdownStore:
         return conflicts
 
     def undeprecate(self, ref: UserRef, ids: Iterable[str]) -> dict[str, str]:
-        """Remove ``ids`` from ``deprecated_entries`` (explicit undo). Returns what was removed."""
+        """Remove ``ids`` from ``deprecated_entries`` (explicit undo). Returns what was removed.
+        All the files or none (:meth:`_edit_many`): one refused (an id twice in it) after
+        another was written left an undo's sources half restored."""
         by_file: dict[Path, list[str]] = {}
         for old in ids:
             by_file.setdefault(self.path_for_id(ref, old), []).append(old)
         removed: dict[str, str] = {}
+        edits: dict[Path, Callable[[str | None], str | None]] = {}
         for path, olds in by_file.items():
             if not path.is_file():
                 continue
@@ -1095,8 +1134,23 @@ class MarkdownStore:
                 )
                 return writer.remove_deprecations(text, olds)
 
-            self._edit(path, edit)
+            edits[path] = edit
+        self._edit_many(edits)
         return removed
+
+    def refuse_unarchivable(self, ref: UserRef, ids: Iterable[str], what: str) -> None:
+        """Raise, before anything is written, what :meth:`deprecate` or :meth:`undeprecate`
+        would raise on a file holding one of ``ids``: an id twice in it
+        (:class:`MarkdownError`, its lines named), over the size limit (:class:`TooLarge`).
+        A command that writes several logs (``undo``: the sources' logs, then the
+        narrative's) checks them all first, so a refusal leaves every log as it was.
+        ``what``: the words of the refusal ("not {what} this file")."""
+        for path in sorted({self.path_for_id(ref, i) for i in ids}):
+            try:
+                data = self._load(path)
+            except FileNotFoundError:
+                continue
+            _refuse_duplicates(data.decode("utf-8", "replace"), self._label(path), what)
 
     def archive_blockers(self, ref: UserRef, ids: Iterable[str]) -> list[str]:
         """Why the files holding ``ids`` cannot be archived into (duplicate ids, over the size

@@ -87,6 +87,9 @@ def disjoint_batches(plans: list[Plan]) -> list[list[Plan]]:
 
 def _commit_batch(runtime: Runtime, indexer: Indexer, plans: list[Plan]) -> list[Outcome]:
     started = time.perf_counter()
+    now = time.time_ns()  # before the first Markdown write (journal.settle_copies_of)
+    for plan in plans:
+        plan.journalled_ns = now
     merge_journal.insert_many(runtime.db(), [
         (p.id, p.ref, p.cluster_id, p.to_json(), journal.PLANNED) for p in plans])
     steps = {p.id: journal.PLANNED for p in plans}

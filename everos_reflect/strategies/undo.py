@@ -300,14 +300,24 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
                 "first, or cascade to undo both (newest first)")
         if later in chain:
             raise EverosError(f"deprecated_entries of {merged_id} loop back through {later}")
+        # this undo's logs checked before the later merge's undo writes any: refused after
+        # it, the cascade stopped half-way
+        _refuse_unwritable(runtime, ref, merged_id, _scan(runtime, ref, merged_id))
         newer = _undo(runtime, ref, later, cascade=True, chain=(*chain, merged_id))
         cascaded = [*newer.cascaded, _flat(newer)]
+        if newer.ref != ref:  # the folder renamed or moved by hand while that undo ran, which
+            # was finished where it went (_apply_here): so is this one. Looked up under the
+            # old name, it failed ("no entry"), this narrative live beside what it restored
+            ref = newer.ref
+            if _indexed(runtime):
+                _follow_moved_merge(runtime, ref, store.get(ref, merged_id))
         narrative = store.get(ref, merged_id)
         if narrative.deprecated_by is not None:
             raise EverosError(f"{merged_id} is still archived (deprecated_by "
                               f"{narrative.deprecated_by}) after undoing {later}")
 
     found = _scan(runtime, ref, merged_id)
+    _refuse_unwritable(runtime, ref, merged_id, found)
     restore_ids = sorted(found.restore)
     previous = _previous_narrative(found, narrative.parent_id)
     intent = _Intent(app=ref.app, project=ref.project, user_id=ref.user_id, undo=merged_id,
@@ -319,7 +329,7 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
     row_id = f"ru_{uuid.uuid4().hex[:16]}"
     merge_journal.insert(runtime.db(), row_id, ref, narrative.parent_id or "",
                          json.dumps(asdict(intent), sort_keys=True), journal.UNDOING)
-    result = _apply_here(runtime, intent)
+    result = _applied(runtime, intent, row_id)
     if result.ref != ref:  # finished where the folder went, with its row
         result.cascaded = cascaded
         return result
@@ -330,6 +340,80 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
         merge_journal.delete(runtime.db(), row_id)
     result.cascaded = cascaded
     return result
+
+
+def _refuse_unwritable(runtime: Runtime, ref: UserRef, merged_id: str, found: _Found, *,
+                       narrative: bool = True) -> None:
+    """Refuse, before the first write, an undo a log it writes would refuse half-way: an id
+    twice in a sources' log or the narrative's (archive writers never touch such a log), one
+    over the size limit. Found at the narrative's log, the sources were restored already: the
+    undo said "refused" of a folder half undone (the narrative live beside its sources), its
+    journal row stayed, and every start logged it could not be finished yet. ``narrative``:
+    its log is written too (not when it is gone or archived already)."""
+    ids = [*found.restore, *(e.id for e in found.facts), *([merged_id] if narrative else [])]
+    runtime.store.refuse_unarchivable(ref, ids, f"undoing {merged_id} in")
+
+
+class _RolledBack(Exception):
+    """An undo's Markdown write was refused, and what it had written is taken back
+    (:func:`_roll_back`): ``error`` says both; the caller drops the journal row."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _applied(runtime: Runtime, intent: _Intent, row_id: str) -> UndoResult:
+    """:func:`_apply_here`; an undo rolled back (:class:`_RolledBack`) has its journal row
+    dropped, nothing being left to finish, and raises the error that says so."""
+    try:
+        return _apply_here(runtime, intent)
+    except _RolledBack as back:
+        with transaction(runtime.db()):
+            merge_journal.delete(runtime.db(), row_id)
+        raise back.error from back.__cause__
+
+
+def _roll_back(runtime: Runtime, intent: _Intent, exc: EverosError) -> Exception:
+    """Take back an undo's restore once a later write of it was refused (a log changed by
+    hand since the undo checked it: an id pasted twice, its frontmatter broken): every entry
+    it restores that is live now is archived toward the narrative again, so the logs are as
+    before the undo, not half undone (the sources live beside a live narrative) with the
+    undo reported "refused".
+    Returns what to raise: :class:`_RolledBack` with ``exc`` saying what was taken back; when
+    taking back fails too, an :class:`EverosError` naming the entries left restored (the
+    journal row stays, and the next start finishes the undo once the log is fixed)."""
+    store, ref, merged_id = runtime.store, intent.ref, intent.undo
+    back: list[str] = []
+    try:
+        live = store.get_many(ref, intent.restore)
+        back = sorted(i for i, e in live.items() if e.deprecated_by is None)
+        if back:
+            store.deprecate(ref, dict.fromkeys(back, merged_id))
+    except Exception as again:
+        if runtime.root_gone():
+            raise
+        return EverosError(
+            f"the undo of {merged_id} ({ref}) is half done: {describe(exc)}; taking back what "
+            f"it restored failed too ({describe(again)}), so {', '.join(back) or 'its sources'} "
+            f"stay live beside the narrative: fix the log named, and the next start finishes "
+            "the undo")
+    note = (f"; the undo of {merged_id} is rolled back ({', '.join(back)} archived toward it "
+            "again): the logs are as before it" if back
+            else f"; the undo of {merged_id} changed no log")
+    log.warning("undo of %s (%s) refused: %s%s", merged_id, ref, describe(exc), note)
+    return _RolledBack(_said_also(exc, note))
+
+
+def _said_also(exc: EverosError, note: str) -> EverosError:
+    """``exc`` of the same type (so the API answers the same code), its message ending with
+    ``note``."""
+    if isinstance(exc, MarkdownError):
+        return MarkdownError(exc.path, exc.line, f"{exc.reason}{note}")
+    said = Exception.__new__(type(exc))  # its __init__ takes other arguments (TooLarge)
+    said.__dict__.update(exc.__dict__)
+    said.args = (f"{exc}{note}",)
+    return said
 
 
 def _apply_here(runtime: Runtime, intent: _Intent) -> UndoResult:
@@ -429,6 +513,7 @@ def _restore_only(runtime: Runtime, ref: UserRef, merged_id: str, *,
     found = _scan(runtime, ref, merged_id)
     if replaced:
         found.restore = _merge_keys(runtime, ref, merged_id, found)
+    _refuse_unwritable(runtime, ref, merged_id, found, narrative=False)
     audit = merge_row(runtime.db(), ref, merged_id)
     _refuse_if_journaled(runtime, ref, merged_id)
     narrative: Entry | None = None
@@ -447,7 +532,7 @@ def _restore_only(runtime: Runtime, ref: UserRef, merged_id: str, *,
     row_id = f"ru_{uuid.uuid4().hex[:16]}"
     merge_journal.insert(runtime.db(), row_id, ref, intent.cluster_id or "",
                          json.dumps(asdict(intent), sort_keys=True), journal.UNDOING)
-    result = _apply_here(runtime, intent)
+    result = _applied(runtime, intent, row_id)
     if result.ref != ref:  # finished where the folder went, with its row
         return result
     with transaction(runtime.db()):
@@ -527,17 +612,25 @@ def _apply(runtime: Runtime, intent: _Intent) -> UndoResult:
         intent.narrative_gone = True
     archived_facts = [i for i in intent.archived_facts
                       if still(i, lambda e: e.parent_id == merged_id)]
-    # Markdown first (restore, then archive), then the audit, then the derived indexes.
-    if restore_ids:
-        removed = store.undeprecate(ref, restore_ids)
-        foreign = {old: new for old, new in removed.items() if new != merged_id}
-        if foreign:  # re-mapped by hand between the scan and the patch: put those back
-            store.deprecate(ref, foreign)
+    # Markdown first (restore, then archive), then the audit, then the derived indexes. A
+    # write a log refuses (changed by hand since the undo checked it) is rolled back
+    # (:func:`_roll_back`), unless the user's folder went (:func:`_apply_here` finishes the
+    # undo where it went); an I/O error keeps the journal row, the next start finishing it
     archive = dict.fromkeys(archived_facts, UNDONE)
     if not intent.narrative_gone:
         archive[merged_id] = UNDONE
-    if archive:
-        store.deprecate(ref, archive)
+    try:
+        if restore_ids:
+            removed = store.undeprecate(ref, restore_ids)
+            foreign = {old: new for old, new in removed.items() if new != merged_id}
+            if foreign:  # re-mapped by hand between the scan and the patch: put those back
+                store.deprecate(ref, foreign)
+        if archive:
+            store.deprecate(ref, archive)
+    except EverosError as exc:  # refused by a log (an I/O error, a kill: finished later)
+        if runtime.root_gone() or store.user_gone(ref):
+            raise
+        raise _roll_back(runtime, intent, exc) from exc
     reports, mode = _mark_reports_undone(runtime, ref, merged_id)
     mode = mode or ("update" if intent.previous is not None else "init")
 
@@ -639,6 +732,12 @@ def finish_interrupted(runtime: Runtime) -> list[UndoResult]:
             result = _apply(runtime, intent)
             copies, finished_copies = _finish_copies(runtime, intent)
             results = [result, *finished_copies]
+        except _RolledBack as back:  # said once, not "cannot finish … yet" at every start
+            log.warning("the interrupted undo of %s (%s) cannot be finished: %s", intent.undo,
+                        intent.ref, back.error)
+            with transaction(conn):
+                merge_journal.delete(conn, row_id)
+            continue
         except Exception as exc:  # a log broken by hand, an OSError writing one: this
             if runtime.root_gone():  # undo's alone (the others are finished), kept for later
                 raise
@@ -870,7 +969,12 @@ def _restore_cluster(runtime: Runtime, ref: UserRef, cluster_id: str | None,
     """
     service = ClusterService(runtime)
     if previous is not None:
-        service.on_entries_indexed(ref, [runtime.store.get(ref, previous.id)], {})
+        # handed over as it stands: a narrative, none of it unparented (the exact answer;
+        # None made clustering read the member row by a rule of thumb). One a person made
+        # plain meanwhile was placed by its own sync (:func:`_resync`) and is left there.
+        now = runtime.store.get(ref, previous.id)
+        if now.parent_type == "cluster":
+            service.on_entries_indexed(ref, [now], {}, unparented=())
     service.place_after_undo(ref)
     if not _cluster_agrees(service, ref, cluster_id, episodes, previous):
         log.info("undo: rebuilding the clusters of %s", ref)
