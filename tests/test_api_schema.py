@@ -149,3 +149,16 @@ def test_the_cli_refuses_a_top_k_the_api_refuses(root: Path) -> None:
                                       str(MAX_TOP_K + 1)])
     assert result.exit_code == 2
     assert f"must be a whole number from 1 to {MAX_TOP_K}, got '{MAX_TOP_K + 1}'" in result.stderr
+
+
+def test_the_schema_refuses_the_timestamps_the_writer_refuses(openapi: dict[str, Any]) -> None:
+    """schemathesis sent ``0001-01-01T00:00:01+00:01`` (a valid date-time, year 0 in UTC) as
+    valid data, and the API refused it: the schema now says so."""
+    import re
+
+    episode = _body_schema(openapi, "/api/v1/memory/episodes")["properties"]["timestamp"]
+    pattern = episode["pattern"]  # beside anyOf [string, null]: it applies to a string only
+    for value, said in [("0001-01-01T00:00:01+00:01", False), ("9999-12-31T23:59:59-00:01", False),
+                        ("0001-01-01T00:00:01Z", True), ("9999-12-31T23:59:59+05:00", True),
+                        ("2026-10-12T09:00:00-07:00", True)]:
+        assert (re.search(pattern, value) is not None) == said, value

@@ -222,6 +222,14 @@ def _new_timestamp(value: str) -> str:
 
 #: A new Episode's or task record's timestamp; left out, the time now.
 NewTimestamp = Annotated[str, AfterValidator(_new_timestamp)]
+#: What the schema says of a timestamp beyond ``date-time``: not the calendar's first day with
+#: an offset east of UTC, nor its last with one west, where the instant may fall outside years
+#: 1-9999 once converted to UTC, which the writer refuses (``0001-01-01T00:00:01+00:01`` is
+#: year 0). The schema said any date-time, and schemathesis sent that one, "valid" and refused.
+TIMESTAMP_SCHEMA = {
+    "format": "date-time",
+    "pattern": r"^(?!0001-01-01T[^+]*\+(?!00:00)|9999-12-31T[^-]*-(?!00:00))",
+}
 
 
 #: A search or briefing query: text that shows something.
@@ -287,8 +295,10 @@ class EpisodeRequest(Strict):
     content: LogText = Field(min_length=1,
                              description="Not blank; no control character but tab, CR, LF.",
                              json_schema_extra={"pattern": TEXT})
-    timestamp: NewTimestamp | None = Field(None, description="ISO 8601; default now (UTC).",
-                                           json_schema_extra={"format": "date-time"})
+    timestamp: NewTimestamp | None = Field(
+        None, description="ISO 8601; default now (UTC). Not 0001-01-01 with an offset east of "
+        "UTC nor 9999-12-31 with one west (the instant may fall outside years 1-9999).",
+        json_schema_extra=TIMESTAMP_SCHEMA)
     session_id: Name | None = None
     importance: Importance | None = None
 
@@ -344,8 +354,10 @@ class TaskRecordRequest(Strict):
     outcome_note: OutcomeNote | None = Field(
         None, description="What happened; not blank; default (left out): the outcome word.",
         json_schema_extra={"pattern": TEXT})
-    timestamp: NewTimestamp | None = Field(None, description="ISO 8601; default now (UTC).",
-                                           json_schema_extra={"format": "date-time"})
+    timestamp: NewTimestamp | None = Field(
+        None, description="ISO 8601; default now (UTC). Not 0001-01-01 with an offset east of "
+        "UTC nor 9999-12-31 with one west (the instant may fall outside years 1-9999).",
+        json_schema_extra=TIMESTAMP_SCHEMA)
 
 
 class BriefingRequest(Strict):
