@@ -372,7 +372,9 @@ class Kills:
         and ``user_id`` rewritten). ``early``: logs (relative to the folder) the copy took
         earlier, as they were then (``None``: not there yet). Returns ``new``."""
         source, target = self.root / user_rel(user), self.root / user_rel(new)
-        shutil.copytree(source, target)
+        # the product's temp files (``.<log>.<hex>.tmp``) left out: listed, one renamed into
+        # its log before it was copied stopped the whole harness (copytree's Error)
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns(".*.tmp"))
         for rel, data in (early or {}).items():
             if data is None:
                 (target / rel).unlink(missing_ok=True)
