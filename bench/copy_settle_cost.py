@@ -1,8 +1,10 @@
 """What a Reflection run pays to settle the copies of its merges (issue 15): a merge looks, before
 its journal row goes, for another user's folder holding a copy of it half done (a folder copied
 by hand while the merge ran: ``journal.settle_copies_of``). It lists the users once per batch
-and reads each other user's episode log of the merge day, if there is one, once for every
-merge of the batch.
+and reads each other user's logs that can hold a part of a merge of the batch (its episode
+and fact logs of the merge day, its sources' logs), if there are any, once for every merge of
+the batch; session 49's look-up read the episode log of the merge day alone (a copy holding
+the facts or an archived source without the narrative went unseen).
 
 Builds a root of ``--users`` users who each hold one Episode logged on the merge day (the
 worst case: every listed user has a log to read; none holds a copy) and ``--merging`` users
@@ -13,7 +15,8 @@ same root, it times the look-ups of the run's batches again: the look-up as sess
 (kept below, verbatim but for its names: :func:`previous_look_up`) and as it is now, each both
 ways: reading every other user's log of the day, and (as a batch does) skipping the logs last
 modified before the batch began (``written_since_ns``); no log of the root holds a copy, so
-none finds one. Each is repeated ``--repeat`` times, the best kept (the machine is shared).
+none finds one ("logs read" counts the reads, not the checks of a log's time). Each is
+repeated ``--repeat`` times, the best kept (the machine is shared).
 
     nice -n 10 python bench/copy_settle_cost.py --users 2000 --merging 20
 """

@@ -114,10 +114,45 @@ def shown_path(path: object) -> str:
 
 
 def shell_path(path: object) -> str:
-    """A path as a command for the user to paste names it: :func:`shown_path`, quoted for a
-    POSIX shell when it holds a space, a quote or another shell character. ``init`` printed
-    ``enable reflect_episodes --root /tmp/my notes``, which a shell reads as two words."""
-    return shlex.quote(shown_path(path))
+    """A path as a command for the user to paste names it: quoted for a POSIX shell when it
+    holds a space, a quote or another shell character. ``init`` printed ``enable
+    reflect_episodes --root /tmp/my notes``, which a shell reads as two words. A path longer
+    than :data:`PATH_SHOWN_MAX` is shown cut (:func:`shown_path`), as every message shows it.
+
+    A byte that is not UTF-8, a line break or another character no line shows as itself is
+    written in ``$'…'`` (bash, zsh, ksh, POSIX.1-2024 sh) as ``\\xff``, ``\\n``: inside
+    ``'…'`` the shell took ``'/tmp/x\\xffy'`` for a backslash, an ``x`` and two ``f``, a root
+    that does not exist."""
+    text = str(path)
+    if len(path_text(text)) > PATH_SHOWN_MAX:
+        return shlex.quote(shown_path(text))
+    return shell_word(text)
+
+
+def shell_word(path: object) -> str:
+    """``path`` whole as one shell word that reads back as exactly its bytes, as
+    :func:`shell_path` writes it but never cut: for a command printed to be run (``init``'s
+    ``enable … --root``), where a cut path names another folder."""
+    text = str(path)
+    if all(c.isprintable() and not 0xD800 <= ord(c) <= 0xDFFF for c in text):
+        return shlex.quote(text)
+    return "$'" + "".join(_ansi_c(c) for c in text) + "'"
+
+
+#: Characters ``$'…'`` writes with a letter escape.
+_ANSI_C_NAMED = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _ansi_c(char: str) -> str:
+    """``char`` inside ``$'…'``: its letter escape, its bytes as ``\\xHH`` when it is no
+    UTF-8 (a byte read as a surrogate escape) or shows as nothing, else as it is."""
+    if char in _ANSI_C_NAMED:
+        return _ANSI_C_NAMED[char]
+    if 0xDC80 <= ord(char) <= 0xDCFF:
+        return f"\\x{ord(char) - 0xDC00:02x}"
+    if not char.isprintable():
+        return "".join(f"\\x{b:02x}" for b in char.encode("utf-8", "surrogatepass"))
+    return char
 
 
 #: The most names (unknown parameters, fields) one error message lists.

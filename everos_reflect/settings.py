@@ -40,7 +40,13 @@ from everos_reflect.model import (
     shown_key,
     unplain_number,
 )
-from everos_reflect.problem_words import did_you_mean, one_of, shown_number, unknown
+from everos_reflect.problem_words import (
+    SHOWN_DIGITS_MAX,
+    did_you_mean,
+    one_of,
+    shown_number,
+    unknown,
+)
 from everos_reflect.typed_numbers import (
     NumberProblem,
     is_decimal,
@@ -684,9 +690,12 @@ def toml_value(value: Any) -> str:
     if isinstance(value, TypedFloat):
         written = value.written
         if is_whole(written.lstrip("+")):
-            # a whole number of a float key, as an integer key's is shown: 1.00e+21
+            # a whole number of a float key, as an integer key's is shown: 1.00e+21; one
+            # short enough as typed ("-0", "-007" of a variable were said "0" and "-7")
             with contextlib.suppress(ValueError):  # past the 4,300 digits int() reads
-                written = shown_number(int(written))
+                number = int(written)
+                if len(str(abs(number))) > SHOWN_DIGITS_MAX:
+                    written = shown_number(number)
         if len(written) > QUOTED_MAX:
             written = f"{written[:QUOTED_MAX]}… ({len(written):,} characters)"
         if not isinstance(value, WrittenFloat):
@@ -778,6 +787,10 @@ def _coerce_env(text: str, tp: Any, check: Check | None = None) -> tuple[Any, st
     return _check_type(text, tp)
 
 
+#: The longest whole number of a variable a refusal shows as typed (longer: as a number).
+_TYPED_SHOWN_MAX = 40
+
+
 def _env_number(text: str, tp: Any, check: Check | None) -> tuple[Any, str | None]:
     if tp is float and text.strip().lower().lstrip("+-") in {"nan", "inf", "infinity"}:
         return text, f"must be a finite number, got {text.strip()}"
@@ -799,6 +812,13 @@ def _env_number(text: str, tp: Any, check: Check | None) -> tuple[Any, str | Non
         return text, refused
     if isinstance(number, WrittenFloat):
         number.toml = False  # a variable's: its problem is said without TOML's words
+    if tp is int and check is not None and str(number) != text:
+        # "-0", "-007": refused as typed. int() keeps neither the sign of a zero nor the
+        # zeros in front, and "must be greater than 0, got 0" named a value nobody typed
+        reason = check(number)
+        if reason and ", got " in reason:
+            shown = text if len(text) <= _TYPED_SHOWN_MAX else shown_value(number)
+            return text, f"{reason.rpartition(', got ')[0]}, got {shown}"
     return number, None
 
 

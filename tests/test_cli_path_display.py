@@ -32,7 +32,8 @@ def test_init_shows_a_root_named_with_a_tab_a_line_break_and_accents_as_one_read
         f"Initialized memory root {shown}",
         f"  settings:   {shown}/everos.toml (all keys commented out = defaults)",
         f"  strategies: {shown}/ome.toml (enable with: everos-reflect enable reflect_episodes "
-        f"--root '{shown}')"]
+        # $'…': inside '…' a shell took "\t" and "\n" for two characters each (s50)
+        f"--root $'{shown}')"]
     assert (root / "ome.toml").is_file()
 
 

@@ -27,6 +27,7 @@ from everos_reflect import errors
 from everos_reflect.api import ops
 from everos_reflect.api.body_limit import BodyLimit
 from everos_reflect.api.deps import EngineDep, RuntimeDep, SchedulerDep
+from everos_reflect.api.escapes import Utf8Url
 from everos_reflect.api.json_body import StrictJSONRoute
 from everos_reflect.api.memory_routes import memory_router
 from everos_reflect.api.models import (
@@ -118,6 +119,7 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
     )
     app.router.route_class = StrictJSONRoute  # before any route: every body read strictly
     app.add_middleware(BodyLimit, max_bytes=limits.max_request_bytes)
+    app.add_middleware(Utf8Url)  # %ff was quoted back as U+FFFD, not as sent
     app.state.runtime, app.state.engine, app.state.scheduler = runtime, engine, scheduler
     app.state.token = runtime.settings.server.token
 

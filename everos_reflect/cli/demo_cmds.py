@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import shlex
 import shutil
 import subprocess
 import sys
@@ -37,7 +36,7 @@ from everos_reflect.cli.common import (
 )
 from everos_reflect.errors import EverosError
 from everos_reflect.index import reads
-from everos_reflect.model import UserRef
+from everos_reflect.model import UserRef, shell_word
 from everos_reflect.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -224,7 +223,7 @@ def demo_cmd(keep: bool, root: str | None, as_json: bool) -> None:
     if as_json:
         emit_json(document)
     elif kept:
-        pasted = one_line(shlex.quote(str(target)))
+        pasted = shell_word(target)
         click.echo(f"\nThe demo root is kept at {one_line(target)}\n"
                    f"  everos-reflect reports --root {pasted}\n"
                    f"  everos-reflect undo <merged_entry_id> --user u_andrew --root "

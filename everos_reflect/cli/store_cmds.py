@@ -8,7 +8,6 @@ The runtime and the Markdown store are imported inside the commands that need th
 from __future__ import annotations
 
 import os
-import shlex
 import sqlite3
 import stat
 import tempfile
@@ -45,7 +44,7 @@ from everos_reflect.lint import (
     Problem,
     lint_report,
 )
-from everos_reflect.model import Kind, UserRef, new_episode
+from everos_reflect.model import Kind, UserRef, new_episode, shell_word
 from everos_reflect.problem_words import unknown_strategy
 from everos_reflect.settings import (
     OME_FILE_NAME,
@@ -157,7 +156,7 @@ def init_cmd(target: str | None, root: str | None, force: bool, as_json: bool) -
     say(f"  settings:   {one_line(path / USER_FILE_NAME)} (all keys commented out = "
         "defaults)")
     say(f"  strategies: {one_line(path / OME_FILE_NAME)} (enable with: everos-reflect "
-        f"enable reflect_episodes --root {one_line(shlex.quote(str(path)))})")
+        f"enable reflect_episodes --root {shell_word(path)})")
 
 
 def _parser_lag(parser: dict[str, int | None], read_only: bool) -> str:

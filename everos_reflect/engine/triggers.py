@@ -11,6 +11,7 @@ DST arithmetic underneath, after :func:`_translate` has rewritten the expression
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -35,6 +36,63 @@ _MACROS = {
 _DAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")  # crontab order: 0 = Sunday
 
 
+_MONTH_NAMES = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+#: The four fields APScheduler reads as written, with the values crontab(5) allows in each.
+_FIELD_RANGES = (("minute", 0, 59), ("hour", 0, 23), ("day", 1, 31), ("month", 1, 12))
+#: One item of a field's comma list: ``*``, ``v`` or ``v-w``, then an optional ``/step``.
+_ITEM = re.compile(r"(?:(\*)|([0-9a-z]+)(?:-([0-9a-z]+))?)(?:(/)(.*))?", re.IGNORECASE)
+
+
+def _field_words(name: str) -> str:
+    low, high = next((lo, hi) for n, lo, hi in _FIELD_RANGES if n == name)
+    names = " or jan-dec" if name == "month" else ""
+    return (f"it takes {low}-{high}{names}, ranges such as {low}-{low + 4}, lists a,b, * and "
+            "steps such as */5")
+
+
+def _check_field(name: str, text: str, expr: str) -> None:
+    """Refuse a minute, hour, day or month field crontab would not take, naming the field,
+    what it holds and what it takes. APScheduler's own words ("Error validating expression
+    '61': the last value (61) is higher than the maximum value (59)", "Increment must be
+    higher than 0") named neither the field nor what is allowed."""
+    low, high = next((lo, hi) for n, lo, hi in _FIELD_RANGES if n == name)
+    takes = _field_words(name)
+
+    def where(shown: str) -> str:  # the whole field, unless it is all the message quotes
+        whole = "" if shown == text else f" {quoted_value(text)}"
+        return f"invalid cron {quoted_value(expr)}: the {name} field{whole}"
+
+    for item in text.split(","):
+        if name == "day" and item.lower() == "last":  # APScheduler's "last day of the month"
+            continue
+        m = _ITEM.fullmatch(item)
+        if m is None:
+            raise ValueError(f"{where(item)} holds {quoted_value(item)}, which is not a value, "
+                             f"a range or a step ({takes})")
+        _star, first, last, slash, step = m.groups()
+        if slash and not (step.isdigit() and int(step) > 0):
+            raise ValueError(f"{where(item)} holds {quoted_value(item)}, a step of "
+                             f"{quoted_value(step)}: a step is a whole number of 1 or more "
+                             "(*/5: every 5th)")
+        values: list[int] = []
+        for token in (first, last):
+            if token is None:
+                continue
+            if token.isdigit():
+                value = int(token)
+            elif name == "month" and token.lower() in _MONTH_NAMES:
+                value = _MONTH_NAMES.index(token.lower()) + 1
+            else:
+                raise ValueError(f"{where(token)} holds {quoted_value(token)}, which is not a "
+                                 f"{name} ({takes})")
+            if not low <= value <= high:
+                raise ValueError(f"{where(token)} holds {token}, out of range ({takes})")
+            values.append(value)
+        if len(values) == 2 and values[0] > values[1]:
+            raise ValueError(f"{where(item)} holds the range {quoted_value(item)}, which runs "
+                             f"backwards: write the lower end first ({takes})")
+
+
 def _dow_value(token: str, expr: str) -> int:
     low = token.lower()
     if low[:3] in _DAY_NAMES and len(low) == 3:
@@ -52,7 +110,9 @@ def _expand_dow(text: str, expr: str) -> set[int]:
         rng, slash, step_text = part.partition("/")
         # "1/" (a slash with no step) was read as "1", where the other fields refuse it
         if slash and not (step_text.isdigit() and int(step_text) > 0):
-            raise ValueError(f"invalid step {quoted_value(step_text)} in cron {quoted_value(expr)}")
+            raise ValueError(f"invalid step {quoted_value(step_text)} in the day-of-week field "
+                             f"{quoted_value(text)} of cron {quoted_value(expr)}: a step is a "
+                             "whole number of 1 or more (*/2: every 2nd day)")
         step = int(step_text) if step_text else 1
         if rng == "*":
             lo, hi = 0, 6
@@ -86,13 +146,23 @@ def _translate(expr: str) -> tuple[dict[str, str], bool]:
         raise ValueError(f"invalid cron {quoted_value(expr)}: only ASCII digits, day and month "
                          "names and * , - / are allowed")
     fields = text.split()
+    if text.startswith("@"):
+        # "@reboot" (cron(8)'s start-up job) and "@every 5m" (Go's cron) were "expected 5
+        # fields, got 1", as if a field were missing
+        raise ValueError(f"invalid cron {quoted_value(expr)}: no such shorthand here (use "
+                         f"{', '.join(_MACROS)}, or 5 fields: minute hour day month "
+                         "day-of-week)")
     if len(fields) != 5:
+        extra = (" (no seconds or year field: 5 fields only)" if len(fields) in (6, 7)
+                 else "")
         raise ValueError(
             f"invalid cron {quoted_value(expr)}: expected 5 fields (minute hour day month "
             "day-of-week), "
-            f"got {len(fields)}"
+            f"got {len(fields)}{extra}"
         )
     minute, hour, day, month, dow = fields
+    for (name, _low, _high), value in zip(_FIELD_RANGES, fields, strict=False):
+        _check_field(name, value, expr)
     days = _expand_dow(dow, expr)
     ap_dow = "*" if days == set(range(7)) else ",".join(_DAY_NAMES[d] for d in sorted(days))
     either = not day.startswith("*") and not dow.startswith("*")

@@ -873,6 +873,42 @@ class MarkdownStore:
         return self.append_to_logs([(ref, kind, day, items)], withdrawable=withdrawable,
                                    derived=derived, refer=refer)[0]
 
+    def append_copy(self, ref: UserRef, entry: Entry) -> Entry | None:
+        """Append ``entry``, another user's, to ``ref``'s log of its day under its own id (its
+        ``owner_id`` made ``ref``'s): a copy of it owed in that log, which entries of ``ref``
+        already point at by that id (a merge's narrative, its user's folder copied by hand
+        while the merge ran, the copy taken after some sources were archived toward the
+        narrative, before the narrative was written). ``None``, nothing written, when the
+        log already mentions the id: ids are unique per user only, so it may be another
+        entry's, and an id is never written twice."""
+        eid = parse_entry_id(entry.id)
+        path = self.log_path(ref, eid.kind, eid.day)
+        label = self._label(path)
+        block = writer.render_entry(entry.id, {**entry.meta, "owner_id": ref.user_id},
+                                    entry.sections)
+        if len(block.encode("utf-8")) > self.limits.max_entry_bytes:
+            raise TooLarge("the entry", len(block.encode("utf-8")), "limits.max_entry_bytes",
+                           self.limits.max_entry_bytes)
+        created: list[Entry] = []
+
+        def edit(text: str | None) -> str | None:
+            created.clear()
+            if text is None or not text.strip():
+                text = writer.new_log_text(eid.kind, ref.user_id, eid.day)
+            elif entry.id in text:
+                return None
+            log = self._writable(self.parse_text(text, label, entries=False))
+            new_text = writer.append_entry(text, block)
+            size = len(new_text.encode("utf-8"))
+            if size > self.limits.max_file_bytes:
+                raise TooLarge(f"{label} with this entry", size, "limits.max_file_bytes",
+                               self.limits.max_file_bytes)
+            created.extend(self._parse_back(log, text, new_text, [(entry.id, block)]))
+            return new_text
+
+        self._edit(path, edit)
+        return created[0] if created else None
+
     def append_to_logs(
         self,
         batches: Iterable[tuple[UserRef, Kind, date | None,

@@ -47,7 +47,7 @@ import os
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, date, datetime
@@ -62,7 +62,7 @@ from everos_reflect.index.audit import insert_reflection_report
 from everos_reflect.index.db import transaction, utcnow_iso
 from everos_reflect.markdown import writer
 from everos_reflect.markdown.parser import MAX_YAML_BYTES
-from everos_reflect.model import Entry, Kind, UserRef, format_timestamp, meta_text
+from everos_reflect.model import Entry, EntryId, Kind, UserRef, format_timestamp, meta_text
 from everos_reflect.provenance import PROVENANCE_KEY, provenance_meta
 
 if TYPE_CHECKING:
@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from everos_reflect.index.sync import Indexer
+    from everos_reflect.markdown.store import MarkdownStore
     from everos_reflect.runtime import Runtime
     from everos_reflect.strategies.consolidate import Draft
 
@@ -413,44 +414,121 @@ def settle_copies_of(runtime: Runtime, indexer: Indexer, plans: list[Plan], *,
     included) read them all again (``bench/copy_settle_cost.py`` times both ways on one root).
     Each plan's user is built once and each user's path once, as text: building them per
     user and plan (a ``UserRef`` validated per plan, a ``Path`` per log) was most of the
-    time of a look-up at 2,000 users, not the file checks.
+    time of a look-up at 2,000 users, not the file checks. Besides the narrative's log, the
+    facts' and the sources' logs are looked at (:func:`_copy_looks`): a copy taken while
+    several writes of the merge ran may hold a part of it without the narrative.
     """
     if written_since_ns is None:
         written_since_ns = journalled_since(plans)
-    by_day: dict[str, list[str]] = {}  # the episode log's name -> the ids of its merges
     own: dict[UserRef, set[str]] = {}  # the ids of each plan's own user: not copies there
     for plan in plans:
-        by_day.setdefault(Kind.EPISODE.filename(plan.day_date), []).append(plan.id)
         own.setdefault(plan.ref, set()).add(plan.id)
-    by_id = {plan.id: plan for plan in plans}
     store = runtime.store
     real_root, root = os.path.realpath(store.root), os.fspath(store.root)
+    looks = _copy_looks(plans)
+    needles: dict[str, set[str]] = {}  # per log: the ids any merge is told by there
+    for plan in plans:
+        for rel in looks[plan.id].logs:
+            needles.setdefault(rel, set()).update(
+                [plan.id, *([plan.merged_id] if plan.merged_id else [])])
     for ref in store.iter_users():
         mine = own.get(ref, set())
+        theirs = [plan for plan in plans if plan.id not in mine]
+        if not theirs:
+            continue
         # the store's layout (MarkdownStore.log_path), joined as text: the listing's refs are
         # validated, and a Path and three name checks per user were a third of the look-up
-        folder = os.path.join(root, ref.app, ref.project, "users", ref.user_id,
-                              Kind.EPISODE.folder)
-        for name, group in by_day.items():
-            ids = [plan_id for plan_id in group if plan_id not in mine]
-            if not ids:
-                continue
-            path = os.path.join(folder, name)
-            try:
-                st = os.stat(path)
-                if not S_ISREG(st.st_mode) or (written_since_ns is not None
-                                              and st.st_mtime_ns < written_since_ns):
-                    continue
-                named = _named_in(Path(path), ids, real_root)
-            except (FileNotFoundError, NotADirectoryError):  # no log of that day: most users
-                continue
-            except OSError as exc:  # a folder this account may not enter, a FIFO: no copy
-                log.info("cannot read %s for copies of merges: %s", store.rel(path),
-                         describe(exc))
-                continue
-            for plan_id in ids:
-                if plan_id in named:
-                    _settle_copy(runtime, indexer, by_id[plan_id], ref, withdraw=withdraw)
+        folder = os.path.join(root, ref.app, ref.project, "users", ref.user_id)
+        # per log: what it names, or None when it was not read (written before the rows)
+        named: dict[str, set[str] | None] = {}
+
+        def names(rel: str, any_time: bool = False, folder: str = folder,
+                  named: dict[str, set[str] | None] = named) -> set[str]:
+            """What the log ``rel`` of this user names, looked at once (``any_time``: read
+            however long ago it was written)."""
+            if rel not in named or (any_time and named[rel] is None):
+                named[rel] = _named_since(store, os.path.join(folder, rel), needles[rel],
+                                          real_root, None if any_time else written_since_ns)
+            return named[rel] or set()
+
+        if not any(names(rel) for rel in needles):  # most users: no log names any of them
+            continue
+        for plan in theirs:
+            if _holds_part(plan, looks[plan.id], names):
+                _settle_copy(runtime, indexer, plan, ref, withdraw=withdraw)
+
+
+def _holds_part(plan: Plan, looks: _Looks, names: Callable[..., set[str]]) -> bool:
+    """Whether a user's logs (what each names: ``names``) hold a part of ``plan``'s merge to
+    settle: its narrative's or facts' log names its row, or, its narrative's log not naming
+    the narrative's id (read however long ago it was written: ids are unique per user only,
+    and another user who merged that day holds a narrative of that id, and sources of the
+    same ids archived toward it; nor could the narrative be written there under its id), a
+    source's log names the narrative."""
+    if plan.id in names(looks.narrative):
+        return True
+    if plan.merged_id is not None and plan.merged_id in names(looks.narrative):
+        return False
+    found = looks.facts is not None and plan.id in names(looks.facts)
+    found = found or any(plan.merged_id in names(rel) for rel in looks.sources)
+    if not found or plan.merged_id is None:
+        return found
+    return plan.merged_id not in names(looks.narrative, True)
+
+
+def _named_since(store: MarkdownStore, path: str, needles: set[str], real_root: str,
+                 written_since_ns: int | None) -> set[str] | None:
+    """Those of ``needles`` the log at ``path`` holds; none when it cannot be looked at (a
+    folder this account may not enter, a FIFO) or is not there; ``None``, not read, when it
+    was last modified before ``written_since_ns``."""
+    try:
+        st = os.stat(path)
+        if not S_ISREG(st.st_mode):
+            return set()
+        if written_since_ns is not None and st.st_mtime_ns < written_since_ns:
+            return None
+        return _named_in(Path(path), sorted(needles), real_root)
+    except (FileNotFoundError, NotADirectoryError):  # no log of that day: most users
+        return set()
+    except OSError as exc:
+        log.info("cannot read %s for copies of merges: %s", store.rel(path), describe(exc))
+        return set()
+
+
+@dataclass
+class _Looks:
+    """Where in a user's folder a copy of one merge can be told (:func:`_copy_looks`), each
+    log relative to the user's folder."""
+
+    narrative: str  # the narrative's log
+    facts: str | None  # the facts' log, if the merge has facts
+    sources: list[str]  # the logs of the entries it archives, once it has a narrative
+
+    @property
+    def logs(self) -> list[str]:
+        return [self.narrative, *([self.facts] if self.facts else []), *self.sources]
+
+
+def _copy_looks(plans: Iterable[Plan]) -> dict[str, _Looks]:
+    """Per plan id, where in a user's folder a copy of the merge can be told: the narrative's
+    and the facts' logs name the journal row (their ``reflection`` key); the sources' logs
+    name the narrative (their ``deprecated_entries``). A copy taken while several writes of
+    the merge ran may hold any of them without the rest: its episode log copied before the
+    narrative was written and a source's log after it was archived toward it (the source
+    hidden behind an id no entry of that user holds), or the facts' log after the facts were
+    written (live facts of a narrative it does not hold); the narrative's log alone missed
+    both."""
+    def rel(kind: Kind, day: date) -> str:
+        return os.path.join(kind.folder, kind.filename(day))
+
+    looks = {}
+    for plan in plans:
+        sources = sorted({rel(eid.kind, eid.day) for eid in map(
+            EntryId.parse, [*plan.replaced, *plan.fact_ids])}) if plan.merged_id else []
+        looks[plan.id] = _Looks(rel(Kind.EPISODE, plan.day_date),
+                                rel(Kind.ATOMIC_FACT, plan.day_date) if plan.facts else None,
+                                sources)
+    return looks
 
 
 def journalled_since(plans: Iterable[Plan]) -> int | None:
@@ -485,12 +563,12 @@ def _settle_copy(runtime: Runtime, indexer: Indexer, plan: Plan, ref: UserRef, *
     """Settle ``plan``'s copy in ``ref``'s logs (:func:`settle_copies`)."""
     copy = replace(plan, app=ref.app, project=ref.project, user_id=ref.user_id,
                    merged_id=None, extra={})
+    origin = plan.origin_user or plan.user_id  # whose entries the hashes are of
     try:
-        narrative = find_narrative(runtime, copy)
+        narrative = find_narrative(runtime, copy) or _copy_narrative(runtime, plan, copy)
         if narrative is None or narrative.deprecated_by is not None:
             return
         copy.merged_id = narrative.id
-        origin = plan.origin_user or plan.user_id  # whose entries the hashes are of
         if not archived_toward(runtime, copy) and (
                 withdraw or changed_sources(runtime, copy, copied_from=origin)):
             runtime.store.deprecate(ref, {narrative.id: narrative.id, **{
@@ -511,6 +589,49 @@ def _settle_copy(runtime: Runtime, indexer: Indexer, plan: Plan, ref: UserRef, *
     log.warning("merge %s of cluster %s: the folder of user %s was copied by hand into "
                 "%s's while the merge was under way; %s there too", plan.id,
                 plan.cluster_id, plan.ref, ref, how)
+
+
+def _copy_narrative(runtime: Runtime, plan: Plan, copy: Plan) -> Entry | None:
+    """The merge's narrative written into the logs of ``copy``'s user under its own id, when
+    they hold a part of the merge without it (:func:`_copy_looks`): its facts, or a source
+    archived toward it, the rest of the copy taken before the narrative was written. Then
+    the copy is settled as one that holds the narrative (rolled forward, or withdrawn), so
+    it reads as a copy of the finished merge: left, a source stayed hidden behind an id no
+    entry of that user holds, or facts live of a narrative that is not there. ``None`` when
+    the copy holds none of it (ids are unique per user only: a source archived toward that
+    id counts only with the text the merge saw), or the narrative cannot be copied: gone
+    from the first folder too, or its id taken in the copy's log (another entry's; reported,
+    nothing written)."""
+    if plan.merged_id is None:
+        return None
+    held = replace(copy, merged_id=plan.merged_id)
+    origin = plan.origin_user or plan.user_id
+    if not find_facts(runtime, held) and not (
+            archived_toward(runtime, held) and _holds_sources(runtime, held, origin)):
+        return None
+    source = find_narrative(runtime, plan)
+    made = (runtime.store.append_copy(held.ref, source)
+            if source is not None and source.id == plan.merged_id else None)
+    if made is None:
+        log.error("merge %s of cluster %s: the folder of user %s was copied into %s's while "
+                  "the merge was under way, taking part of it without narrative %s, which "
+                  "cannot be written there (%s); undo %s as %s brings back what is archived "
+                  "toward it", plan.id, plan.cluster_id, plan.ref, held.ref, plan.merged_id,
+                  "its id is taken there" if source is not None
+                  else "it is gone from the first folder too", plan.merged_id, held.ref)
+    return made
+
+
+def _holds_sources(runtime: Runtime, copy: Plan, origin: str) -> bool:
+    """Whether ``copy``'s user holds one of the merge's sources with the text the merge saw
+    (its ``owner_id`` read as ``origin``'s): a copy, not another user's entry of that id."""
+    found = runtime.store.get_many(copy.ref, copy.hashes)
+    for entry_id, planned in copy.hashes.items():
+        entry = found.get(entry_id)
+        if entry is not None and planned in (entry.content_hash, replace(
+                entry, meta={**entry.meta, "owner_id": origin}).content_hash):
+            return True
+    return False
 
 
 def _deleted_after_commit(runtime: Runtime, indexer: Indexer, plan: Plan,

@@ -305,6 +305,12 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
         _refuse_unwritable(runtime, ref, merged_id, _scan(runtime, ref, merged_id))
         newer = _undo(runtime, ref, later, cascade=True, chain=(*chain, merged_id))
         cascaded = [*newer.cascaded, _flat(newer)]
+        if newer.ref != ref:  # the folder renamed or moved by hand while that undo ran, which
+            # was finished where it went (_apply_here): so is this one. Looked up under the
+            # old name, it failed ("no entry"), this narrative live beside what it restored
+            ref = newer.ref
+            if _indexed(runtime):
+                _follow_moved_merge(runtime, ref, store.get(ref, merged_id))
         narrative = store.get(ref, merged_id)
         if narrative.deprecated_by is not None:
             raise EverosError(f"{merged_id} is still archived (deprecated_by "
