@@ -58,3 +58,18 @@ def test_lint_names_the_key_and_the_field_of_a_bad_cron_in_ome_toml(root: Path) 
             "field holds 61, out of range (it takes 0-59") in done.output
     assert ("ome.toml: strategies.revalidate_insights.cron: invalid cron '*/0 * * * *': the "
             "minute field holds '*/0', a step of '0'") in done.output
+
+
+@pytest.mark.parametrize(("expr", "says"), [
+    ("@reboot", "invalid cron '@reboot': no such shorthand here (use @yearly, @annually, "
+                "@monthly, @weekly, @daily, @midnight, @hourly, or 5 fields"),
+    ("@every 5m", "invalid cron '@every 5m': no such shorthand here"),
+    ("0 0 2 * * 1", "got 6 (no seconds or year field: 5 fields only)"),
+    ("0 0 2 * * 1 2026", "got 7 (no seconds or year field: 5 fields only)"),
+])
+def test_a_shorthand_or_a_field_count_cron_does_not_take_is_named(expr: str, says: str) -> None:
+    # "@reboot" and "@every 5m" said "expected 5 fields, got 1" (and 2), as if a field were
+    # missing; a seconds or year field (Quartz, some crons) said "got 6" and no more
+    with pytest.raises(ValueError) as info:
+        CronTrigger(expr)
+    assert says in str(info.value)

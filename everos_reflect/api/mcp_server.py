@@ -360,6 +360,11 @@ _BATCH_METHOD = "everos-reflect/batch"
 #: tool's error. :func:`_answer_one` handles it as a batch's element. So is a message in which
 #: an object gives a key twice (:func:`_key_twice`), which the SDK read keeping the last value.
 _LONE_SURROGATE_METHOD = "everos-reflect/lone-surrogate"
+#: A line standing in for one that is not UTF-8 (a Latin-1 ``é``, byte 0xe9): it was read with
+#: each such byte replaced by U+FFFD, so ``add_episode`` stored "caf\ufffd" for "café" without
+#: a word, and an invalid id was quoted back as "u\ufffd1". :func:`_answer_refused` answers it
+#: with a parse error naming the byte, as the HTTP API refuses such a body.
+_NOT_UTF8_METHOD = "everos-reflect/not-utf8"
 #: A JSON escape of a UTF-16 surrogate: the lines to read again with Python's ``json``.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
@@ -385,6 +390,8 @@ class BoundedLines:
         self.batches: dict[int, list[Any]] = {}
         #: stand-in number → a message with a lone surrogate (:data:`_LONE_SURROGATE_METHOD`)
         self.lone: dict[int, dict[str, Any]] = {}
+        #: stand-in number → (why the line is no UTF-8, the request id found at its start)
+        self.not_utf8: dict[int, tuple[str, int | str | None]] = {}
         self._count = 0
 
     def take_stand_in(self, message: Any) -> tuple[str, Any] | None:
@@ -396,7 +403,8 @@ class BoundedLines:
         store: dict[int, Any] | None = {_REFUSED_METHOD: self.refused,
                                         _BAD_ID_METHOD: self.bad_ids,
                                         _BATCH_METHOD: self.batches,
-                                        _LONE_SURROGATE_METHOD: self.lone}.get(message.method)
+                                        _LONE_SURROGATE_METHOD: self.lone,
+                                        _NOT_UTF8_METHOD: self.not_utf8}.get(message.method)
         if store is None:
             return None
         number = (message.params or {}).get("line")
@@ -413,7 +421,16 @@ class BoundedLines:
                 # lets a parser ignore it. (Past the size check: a line cut at the limit
                 # must not pass for a whole one.)
                 line = line[len(_BOM):]
-            text = line.decode("utf-8", errors="replace")
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                self._count += 1
+                self.not_utf8[self._count] = (
+                    f"parse error: the line is not UTF-8 (byte 0x{line[exc.start]:02x} at "
+                    f"offset {exc.start:,}): nothing of it was read; send it as UTF-8",
+                    _request_id(line[:_ID_HEAD_BYTES]))
+                return json.dumps({"jsonrpc": "2.0", "method": _NOT_UTF8_METHOD,
+                                   "params": {"line": self._count}}) + "\n"
             batch = _batch(text) if line.lstrip()[:1] == b"[" else None
             if batch is not None:
                 self._count += 1
@@ -1023,9 +1040,14 @@ async def _answer_refused(lines: BoundedLines, read_stream: Any, forward: Any,
             if method == _LONE_SURROGATE_METHOD:
                 await _answer_one(held, forward, write_stream, unanswered, batches)
                 continue
+            code = types.INVALID_REQUEST
             if method == _BAD_ID_METHOD:
                 log.warning("answered an MCP request with an unusable id: %s", held)
                 request_id, problem, data = None, held, None
+            elif method == _NOT_UTF8_METHOD:
+                problem, request_id = held
+                log.warning("answered an MCP message that is not UTF-8: %s", problem)
+                code, data = types.PARSE_ERROR, None
             else:
                 size, request_id = held
                 log.warning("refused an MCP message of %d bytes", size)
@@ -1034,7 +1056,7 @@ async def _answer_refused(lines: BoundedLines, read_stream: Any, forward: Any,
                 data = {"code": "too_large"}
             await write_stream.send(SessionMessage(types.JSONRPCError(
                 jsonrpc="2.0", id=request_id, error=types.ErrorData(
-                    code=types.INVALID_REQUEST, message=problem, data=data))))
+                    code=code, message=problem, data=data))))
         await _abandon_stuck(unanswered, write_stream, quiet_seconds, batches)
 
 

@@ -74,7 +74,14 @@ class Strict(BaseModel):
 
 
 def _name(value: str, info: ValidationInfo) -> str:
-    return validate_name(value, info.field_name or "id")  # InvalidId says what is allowed
+    what = info.field_name or "id"
+    lone = next((c for c in value if 0xD800 <= ord(c) <= 0xDFFF), None)
+    if lone is not None:
+        # a client's "\udcff" was quoted back as 'u1\xff' (the escape a folder's byte that
+        # is not UTF-8 is shown with), a byte it never sent: named as a text field's is
+        raise InvalidId(f"holds U+{ord(lone):04X}, a lone UTF-16 surrogate (half of a "
+                        "character): not text")
+    return validate_name(value, what)  # InvalidId says what is allowed
 
 
 #: A merged narrative is an episode: ``ep_<YYYYMMDD>_<NNNN>``.

@@ -146,11 +146,19 @@ def _translate(expr: str) -> tuple[dict[str, str], bool]:
         raise ValueError(f"invalid cron {quoted_value(expr)}: only ASCII digits, day and month "
                          "names and * , - / are allowed")
     fields = text.split()
+    if text.startswith("@"):
+        # "@reboot" (cron(8)'s start-up job) and "@every 5m" (Go's cron) were "expected 5
+        # fields, got 1", as if a field were missing
+        raise ValueError(f"invalid cron {quoted_value(expr)}: no such shorthand here (use "
+                         f"{', '.join(_MACROS)}, or 5 fields: minute hour day month "
+                         "day-of-week)")
     if len(fields) != 5:
+        extra = (" (no seconds or year field: 5 fields only)" if len(fields) in (6, 7)
+                 else "")
         raise ValueError(
             f"invalid cron {quoted_value(expr)}: expected 5 fields (minute hour day month "
             "day-of-week), "
-            f"got {len(fields)}"
+            f"got {len(fields)}{extra}"
         )
     minute, hour, day, month, dow = fields
     for (name, _low, _high), value in zip(_FIELD_RANGES, fields, strict=False):
