@@ -366,18 +366,20 @@ class Kills:
             return f"{how}: recovered before the kill"
         return f"{how}: killed at {'+'.join(after)}"
 
-    def copy_user(self, user: str, new: str) -> str:
+    def copy_user(self, user: str, new: str, *,
+                  early: dict[Path, bytes | None] | None = None) -> str:
         """The user's folder copied by hand into ``new``'s, made ``new``'s (every ``owner_id``
-        and ``user_id`` rewritten). Returns ``new``."""
+        and ``user_id`` rewritten). ``early``: logs (relative to the folder) the copy took
+        earlier, as they were then (``None``: not there yet). Returns ``new``."""
         source, target = self.root / user_rel(user), self.root / user_rel(new)
-        try:
-            shutil.copytree(source, target)
-        except shutil.Error as exc:
-            # a file gone between the listing and its copy (a write's temporary file,
-            # renamed over its log meanwhile): the rest is copied, as `cp -r` copies it
-            other = [e for e in exc.args[0] if "No such file" not in str(e[2])]
-            if other:
-                raise
+        # the product's temp files (``.<log>.<hex>.tmp``) left out: listed, one renamed into
+        # its log before it was copied stopped the whole harness (copytree's Error)
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns(".*.tmp"))
+        for rel, data in (early or {}).items():
+            if data is None:
+                (target / rel).unlink(missing_ok=True)
+            else:
+                (target / rel).write_bytes(data)
         for log in target.rglob("*.md"):
             text = log.read_text(errors="replace")
             log.write_text(text.replace(f"owner_id: {user}\n", f"owner_id: {new}\n")
@@ -387,34 +389,55 @@ class Kills:
     def copy_once(self, i: int) -> str:
         """A user's folder copied while a Reflection run commits a merge of theirs (not
         killed): as soon as the journal reaches the aimed step, the folder is copied into a
-        new user's; the run goes on and must leave the copy settled."""
+        new user's; the run goes on and must leave the copy settled. Half the time the copy
+        spans several writes of the commit (a copy of a big folder is no instant): the merge
+        day's logs are taken as soon as a row is there, the rest once a row is archived
+        (``deprecated``); a copy that outlived the row (nothing left to settle it: the merge
+        was over before the copy was) is removed again and not counted."""
         self.feed(i)
         journal = Journal(self.root)
-        target = self.rng.choice(["narrative", "facts", "archiving"])
+        split = self.rng.random() < 0.5
+        target = "deprecated" if split else self.rng.choice(["narrative", "facts", "archiving"])
         proc = subprocess.Popen([*EXE, "trigger", REFLECT, "--force", "--root", str(self.root)],
                                 env=self.env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, cwd=REPO)
         deadline = time.monotonic() + self.times["reflect"] * 3
         rows: list[tuple[str, str, str]] = []
+        early: dict[Path, bytes | None] | None = None  # a split copy's first part
         while proc.poll() is None and time.monotonic() < deadline:
+            if split and early is None and (first := journal.rows()):
+                early = self.day_logs(json.loads(first[0][2]))
             rows = [r for r in journal.rows() if RANK.get(r[1], -1) >= RANK[target]]
-            if rows:
+            if rows and (not split or early is not None):
                 break
             time.sleep(POLL)
-        where = f"aimed at {target}: "
+        where = f"{'split, ' if split else ''}aimed at {target}: "
+        copy = ""
         if rows:
-            user = json.loads(rows[0][2])["user_id"]
-            copy = self.copy_user(user, f"u_copy{i}")
+            plan = json.loads(rows[0][2])
+            copy = self.copy_user(plan["user_id"], f"u_copy{i}", early=early)
             where += f"copied with the journal at {rows[0][1]}"
+            if split and rows[0][0] not in {r[0] for r in journal.rows()}:
+                shutil.rmtree(self.root / user_rel(copy))  # it outlived the merge
+                copy, where = "", where + ", the merge over before the copy: removed"
         else:
-            copy = ""
             where += "the run finished first"
         proc.wait(timeout=600)
         if copy:  # as the run left it, before the next start's run looks at it
             rel = user_rel(copy)
-            self.half_copies += chaos_reader.live_beside(
+            self.half_copies += chaos_reader.half_done(
                 rel, chaos_reader.read_user(self.root / rel)[0])
         return where
+
+    def day_logs(self, plan: dict) -> dict[Path, bytes | None]:
+        """The episode and fact logs of a merge's day, as they are now (``None``: not there),
+        by their path relative to the user's folder."""
+        folder = self.root / user_rel(plan["user_id"])
+        found: dict[Path, bytes | None] = {}
+        for kind_dir, stem in chaos_reader.KIND_DIRS.items():
+            rel = Path(kind_dir) / f"{stem}-{plan['day']}.md"
+            found[rel] = (folder / rel).read_bytes() if (folder / rel).exists() else None
+        return found
 
     def edit_source(self, plan: dict) -> str:
         """A person edits one of the merge's sources in the crash window: recovery must

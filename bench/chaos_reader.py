@@ -182,6 +182,20 @@ def live_beside(rel: str, user: User) -> list[str]:
     return out
 
 
+def half_done(rel: str, user: User) -> list[str]:
+    """What a copy of a merge taken half done shows (at ``rel``): a live narrative beside a
+    live source (:func:`live_beside`), an entry archived toward a narrative the user does not
+    hold, or a live fact a merge wrote for a narrative the user does not hold."""
+    out = live_beside(rel, user)
+    out += [f"{rel}: {old} archived toward missing {new}" for _, old, new in user.links
+            if new != UNDONE and new not in user.entries]
+    out += [f"{rel}: fact {e.id} live, of missing narrative {e.meta.get('parent_id')}"
+            for e in user.entries.values()
+            if e.kind == "atomic_fact" and e.live and e.meta.get("reflection")
+            and e.meta.get("parent_id") not in user.entries]
+    return out
+
+
 def compare_index(root: Path, users: dict[str, User]) -> list[str]:
     """The index must hold exactly what a rebuild from the Markdown would: every entry, with
     its archive state, and nothing else."""

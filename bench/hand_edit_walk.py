@@ -23,6 +23,9 @@ rows, and the script exits 1.
         [--files 0]     (the weight of each edit of a file or an id: 0, the walks as before)
         [--together 1]  (up to this many edits before one sync of all they touched: 1, the
                          walks as before)
+        [--undo 1]      (the weight of an undo among the steps: 1, the walks as before)
+        [--killed]      (a sync may be killed before it tells clustering, the next scan
+                         handing the changes over: off, the walks as before)
 
 The last line counts the steps made, by kind (a step that found nothing to do is not made;
 one that ran and left every log as it was is counted apart, as "<kind> (no-op)", and marked
@@ -77,8 +80,10 @@ USERS = ["u_andrew", "u_bob", "u_cy"]
 class Walk:
     def __init__(self, root: Path, rng: random.Random, reflect: int = 2,
                  narrate: int = 0, fresh: bool = False, unparent: int = 0,
-                 files: int = 0) -> None:
+                 files: int = 0, undo: int = 1, killed: bool = False) -> None:
         self.root, self.rng = root, rng
+        self.undo = undo  # "undo" entries: one among the 17, the rest after FILE_EDITS
+        self.killed = killed  # a sync may be killed before it tells clustering
         self.reflect = reflect  # "reflect" entries among the 17 ops (2: one step in 8.5)
         self.narrate = narrate  # "narrate" entries, after the others
         self.fresh = fresh  # a narrative may name an id no cluster holds, or no cluster id
@@ -123,7 +128,8 @@ class Walk:
         ops = ["add"] * 5 + ["archive", "revive", "delete", "edit", "move", "copy",
                              "rename"] + ["reflect"] * self.reflect + ["undo"] + \
             ["narrate"] * self.narrate + ["unparent"] * self.unparent + \
-            [kind for kind in FILE_EDITS for _ in range(self.files)]
+            [kind for kind in FILE_EDITS for _ in range(self.files)] + \
+            ["undo"] * max(0, self.undo - 1)
         op = self.rng.choice(ops)
         if op == "narrate":
             return self.narrative_by_hand()
@@ -467,8 +473,18 @@ class Walk:
         return [path]
 
     def sync(self, touched: list[Path]) -> str:
-        how = self.rng.choice(["scan", "one", "split"]) if touched else "scan"
-        if how == "scan":
+        hows = ["scan", "one", "split"] + (["killed"] if self.killed else [])
+        how = self.rng.choice(hows) if touched else "scan"
+        if how == "killed":  # the index written, the process killed before it told the
+            # subscribers (its publish notes left); the next start's scan hands them over
+            real = Indexer._publish
+            Indexer._publish = lambda indexer, jobs, notes: None  # type: ignore[method-assign]
+            try:
+                Indexer(self.rt).sync_paths(touched)
+            finally:
+                Indexer._publish = real  # type: ignore[method-assign]
+            Indexer(self.rt).scan()
+        elif how == "scan":
             Indexer(self.rt).scan()
         elif how == "one":
             Indexer(self.rt).sync_paths(touched)
@@ -573,6 +589,13 @@ def main() -> int:
                          "synced, as a person saves several logs, or one log several times, "
                          "before the watcher's next flush (1 by default: the walks of a seed "
                          "as before)")
+    ap.add_argument("--undo", type=int, default=1,
+                    help="weight of an undo of a live narrative's merge (cascading) among the "
+                         "steps (1 by default: the walks of a seed as before)")
+    ap.add_argument("--killed", action="store_true",
+                    help="a sync of the touched logs may be killed once it wrote the index, "
+                         "before clustering was told (its publish notes left); the next scan "
+                         "hands the changes over (off: the walks of a seed as before)")
     ap.add_argument("--fresh", action="store_true",
                     help="a narrative by hand may name a cluster id no cluster holds, or a "
                          "parent_id that is not a cluster id")
@@ -590,7 +613,7 @@ def main() -> int:
         rng = random.Random(seed)
         with tempfile.TemporaryDirectory() as tmp:
             walk = Walk(Path(tmp) / "root", rng, args.reflect, args.narrate, args.fresh,
-                        args.unparent, args.files)
+                        args.unparent, args.files, args.undo, args.killed)
             try:
                 Indexer(walk.rt).scan()
                 made = 0

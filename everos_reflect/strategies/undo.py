@@ -401,7 +401,8 @@ def _roll_back(runtime: Runtime, intent: _Intent, exc: EverosError) -> Exception
     note = (f"; the undo of {merged_id} is rolled back ({', '.join(back)} archived toward it "
             "again): the logs are as before it" if back
             else f"; the undo of {merged_id} changed no log")
-    log.warning("undo of %s (%s) refused: %s%s", merged_id, ref, describe(exc), note)
+    # info: the error raised says it (a warning too printed it twice on the CLI's stderr)
+    log.info("undo of %s (%s) refused: %s%s", merged_id, ref, describe(exc), note)
     return _RolledBack(_said_also(exc, note))
 
 
