@@ -155,7 +155,13 @@ def _readable(why: str, most: int = 200) -> str:
             data = ast.literal_eval(f"b{match.group(1)}{match.group(2)}{match.group(1)}")
         except (SyntaxError, ValueError):
             return match.group(0)
-        return f" {quoted_value(data.decode('utf-8', 'replace'))}"
+        # a byte that is no UTF-8 as the byte it is ('\xff'), not as U+FFFD, which the
+        # client never sent; a request line holding one is told how to send it
+        shown = quoted_value(data.decode("utf-8", "surrogateescape"))
+        if why.startswith("illegal request line") and not data.isascii():
+            shown += (" (a request line is ASCII: percent-encode every other byte of the "
+                      "target, as %C3%A9 for é)")
+        return f" {shown}"
 
     why = _H11_BYTES.sub(text, why)
     return why if len(why) <= most else why[:most] + "…"
