@@ -259,7 +259,13 @@ def _authorize(request: Request) -> None:
     token = request.app.state.token
     if not token:
         return
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    sent = request.headers.getlist("authorization")
+    if len(sent) > 1:
+        # which one counts is not said anywhere (HTTP gives the header no list form): the
+        # first was checked, and a proxy that reads the last one saw another credential
+        raise ApiError(400, "invalid_request", f"the Authorization header is sent "
+                       f"{len(sent):,} times; send it once")
+    scheme, _, given = (sent[0] if sent else "").partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(
         given.strip().encode(), token.encode()
     ):
