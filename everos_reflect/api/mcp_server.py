@@ -620,8 +620,11 @@ def _batch(line: str) -> list[Any] | None:
     JSON array (an empty one is left to the transport: one Invalid Request, as JSON-RPC
     2.0 says). A number JSON has no words for is read as an :class:`_OddNumber`, so that
     its element is refused as the same message on a line of its own is (:func:`_element`)."""
-    try:
-        data = json.loads(line, object_pairs_hook=_pairs, parse_constant=_odd, parse_float=_odd)
+    from everos_reflect.api.json_body import int_hook
+
+    try:  # a -0 kept as written (json_body.NegativeZero), as on a line of its own
+        data = json.loads(line, object_pairs_hook=_pairs, parse_constant=_odd, parse_float=_odd,
+                          parse_int=int_hook(line))
     except (ValueError, RecursionError):
         return None
     return data if isinstance(data, list) and data else None
