@@ -47,7 +47,7 @@ from everos_reflect.llm.tasks import (
     parse_reply,
     render_messages,
 )
-from everos_reflect.model import quoted_value, redacted_url
+from everos_reflect.model import json_got, quoted_value, redacted_url
 from everos_reflect.problem_words import counted, json_type
 
 log = logging.getLogger(__name__)
@@ -405,6 +405,19 @@ def _error_said(completion: Any) -> str:
     return f": the server answered 200 with an error: {quoted_value(clipped(str(error)))}"
 
 
+def _not_a_completion(body: object) -> str:
+    """Why a 200 whose body is no JSON object is no chat completion, quoting what it holds.
+    The SDK hands on a body that is not JSON (a proxy's login page, ``text/html``) as its
+    text, and a JSON string, array or number as that value: each read "no choices in the
+    reply", which sent a person looking at the model, not at ``base_url``."""
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    said = (f"the text {quoted_value(clipped(body.strip(), 200))}" if isinstance(body, str)
+            else json_got(body))
+    return (f"not a chat completion: the server answered 200 with {said}; is base_url an "
+            "OpenAI-compatible endpoint (and not a proxy's page)?")
+
+
 def _reply_object(completion: Any) -> dict[str, Any]:
     """The reply's JSON object, or InvalidReply saying precisely what is wrong with it.
 
@@ -412,6 +425,8 @@ def _reply_object(completion: Any) -> dict[str, Any]:
     server answering 200 with the wrong shape is an unusable reply, never an AttributeError
     that would end the whole run instead of the one call.
     """
+    if completion is None or isinstance(completion, str | bytes | list | int | float | bool):
+        raise InvalidReply(_not_a_completion(completion))
     choices = getattr(completion, "choices", None)
     if not isinstance(choices, list) or not choices:
         raise InvalidReply("no choices in the reply" + _error_said(completion))
