@@ -572,7 +572,17 @@ def validated(model: type[M], **fields: Any) -> M:
     from pydantic import ValidationError
 
     from everos_reflect.api.ops import validation_message
+    from everos_reflect.model import surrogate_problem
 
+    # a lone surrogate in a command-line value is a byte of the argument that is no UTF-8
+    # (Python's surrogateescape), never the UTF-16 half the API's words name: `lessons
+    # --task-type $'x\xff'` said "a lone UTF-16 surrogate" where `add` and `search` say
+    # "a byte that is not UTF-8 text"
+    for name, value in fields.items():
+        for text in value if isinstance(value, list | tuple) else [value]:
+            problem = surrogate_problem(text) if isinstance(text, str) else None
+            if problem is not None:
+                fail(f"{name}: {problem}")
     try:
         return model(**fields)
     except ValidationError as exc:
