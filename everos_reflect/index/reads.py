@@ -270,11 +270,31 @@ def journal_steps(conn: sqlite3.Connection) -> dict[str, int]:
 # -- files --------------------------------------------------------------------------------------
 
 
+#: The problem said of a file whose recorded diagnostics cannot be read (``files.problems``
+#: edited or damaged by hand): the index is derived, and ``reindex`` writes it again.
+UNREADABLE_PROBLEMS = ("the index's record of this file's problems cannot be read (edited or "
+                       "damaged): `everos-reflect reindex` rebuilds it")
+
+
+def _recorded_problems(cell: object) -> list[Any]:
+    """The diagnostics of one ``files.problems`` cell, a JSON list; anything else (no JSON,
+    a number, an object) as :data:`UNREADABLE_PROBLEMS`: a cell holding ``5`` ended
+    ``status`` in "internal error (TypeError: 'int' object is not iterable)", one holding
+    no JSON in "Expecting value: line 1 column 1 (char 0)"."""
+    try:
+        value = json.loads(cell) if isinstance(cell, str | bytes) else None
+    except (ValueError, RecursionError):
+        value = None
+    if isinstance(value, list):
+        return value
+    return [{"line": 0, "severity": "error", "message": UNREADABLE_PROBLEMS}]
+
+
 def file_problems(conn: sqlite3.Connection) -> list[tuple[str, list[dict[str, Any]]]]:
     """``(path, diagnostics)`` of every indexed file the parser reported problems for."""
     rows = conn.execute("SELECT path, problems FROM files WHERE problems != '[]' "
                         "ORDER BY path")
-    return [(r[0], list(json.loads(r[1]))) for r in rows]
+    return [(r[0], _recorded_problems(r[1])) for r in rows]
 
 
 # -- clusters -----------------------------------------------------------------------------------
