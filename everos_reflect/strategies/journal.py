@@ -453,14 +453,19 @@ def settle_copies_of(runtime: Runtime, indexer: Indexer, plans: list[Plan], *,
         for rel in looks[plan.id].logs:
             needles.setdefault(rel, set()).update(
                 [plan.id, *([plan.merged_id] if plan.merged_id else [])])
+    rels, sep = list(needles), os.sep
     for ref in store.iter_users():
+        # the store's layout (MarkdownStore.log_path), joined as text: the listing's refs are
+        # validated names, and a Path and three name checks per user were a third of the
+        # look-up (os.path.join per log, a sixth of what was left)
+        folder = f"{root}{sep}{ref.app}{sep}{ref.project}{sep}users{sep}{ref.user_id}"
+        if written_since_ns is not None and not _written_since(folder + sep, rels,
+                                                               written_since_ns):
+            continue  # most users: none of those logs written since the rows
         mine = own.get(ref, set())
         theirs = [plan for plan in plans if plan.id not in mine]
         if not theirs:
             continue
-        # the store's layout (MarkdownStore.log_path), joined as text: the listing's refs are
-        # validated, and a Path and three name checks per user were a third of the look-up
-        folder = os.path.join(root, ref.app, ref.project, "users", ref.user_id)
         # per log: what it names, or None when it was not read (written before the rows)
         named: dict[str, set[str] | None] = {}
 
@@ -481,6 +486,24 @@ def settle_copies_of(runtime: Runtime, indexer: Indexer, plans: list[Plan], *,
                 if problem is not None:
                     problems.setdefault(plan.id, []).append(problem)
     return problems
+
+
+def _written_since(prefix: str, rels: list[str], since_ns: int) -> bool:
+    """Whether one of the logs ``rels`` (each after ``prefix``, the user's folder) was last
+    modified at ``since_ns`` or later, or cannot be looked at (:func:`_named_since` says
+    why): the first test :func:`_named_since` makes of each, without its read or the
+    per-log bookkeeping, for the users (most) none of whose logs was written since. The same
+    file times, so a copy found before is found still: a folder's time was no substitute
+    (a log written over in place, as ``cp`` does into a folder that exists, leaves it)."""
+    for rel in rels:
+        try:
+            if os.stat(prefix + rel).st_mtime_ns >= since_ns:
+                return True
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            return True
+    return False
 
 
 def _holds_part(plan: Plan, looks: _Looks, names: Callable[..., set[str]]) -> bool:
