@@ -300,6 +300,9 @@ class Outcome:
     plan: Plan
     merged_id: str | None
     error: str | None = None
+    #: copies of the merge in other users' folders that could not be settled, each with
+    #: why (:func:`settle_copies_of`): the run record counts and names them
+    copy_problems: list[str] = field(default_factory=list)
 
 
 def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
@@ -355,12 +358,14 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
     mark_consolidated(runtime, plan, runtime.embedder.embed([narrative.search_text])[0])
     _sync(indexer, runtime, touched_files(runtime, plan))
     checkpoint(SYNCED)
-    settle_copies(runtime, indexer, plan)  # a folder copied while this ran: taken half done
+    # a folder copied while this ran: taken half done
+    problems = settle_copies(runtime, indexer, plan)
+    note_copy_problems(plan, problems)
     with transaction(conn):
         plan_report(conn, plan, "ok", merged=plan.merged_id, error=plan.error,
                     duration_ms=plan.llm_ms + ms_since(started))
         merge_journal.delete(conn, plan.id)
-    return Outcome("ok", plan, plan.merged_id)
+    return Outcome("ok", plan, plan.merged_id, copy_problems=problems)
 
 
 def _write_missing_facts(runtime: Runtime, plan: Plan) -> None:
@@ -380,7 +385,7 @@ def _write_missing_facts(runtime: Runtime, plan: Plan) -> None:
 
 
 def settle_copies(runtime: Runtime, indexer: Indexer, plan: Plan, *,
-                  withdraw: bool = False) -> None:
+                  withdraw: bool = False) -> list[str]:
     """Settle the merge in every other user's folder that holds a copy of it half done: its
     narrative (the entry naming this row in its ``reflection`` key) live there, the user's
     folder copied by hand while the merge was interrupted, or while it ran. Settled only where
@@ -392,8 +397,16 @@ def settle_copies(runtime: Runtime, indexer: Indexer, plan: Plan, *,
     Markdown and the index only: the clusters and the audit rows stay the first user's (the
     narrative names the first user's cluster). Called before the merge itself is settled,
     which deletes the row: a kill in between leaves the row, and the next start settles the
-    copies again (each step checks what is done)."""
-    settle_copies_of(runtime, indexer, [plan], withdraw=withdraw)
+    copies again (each step checks what is done). Returns the copies that could not be
+    settled, each with why (:func:`note_copy_problems`)."""
+    return settle_copies_of(runtime, indexer, [plan], withdraw=withdraw).get(plan.id, [])
+
+
+def note_copy_problems(plan: Plan, problems: list[str]) -> None:
+    """Add the copies of ``plan`` that could not be settled to its ``error``, which its audit
+    row keeps (the merge itself is settled: its row goes)."""
+    if problems:
+        plan.error = "; ".join([*([plan.error] if plan.error else []), *problems])
 
 
 #: Slack for a file system's coarse clock when a log's mtime is compared with the time a
@@ -402,7 +415,8 @@ MTIME_SLACK_NS = 2_000_000_000
 
 
 def settle_copies_of(runtime: Runtime, indexer: Indexer, plans: list[Plan], *,
-                     withdraw: bool = False, written_since_ns: int | None = None) -> None:
+                     withdraw: bool = False,
+                     written_since_ns: int | None = None) -> dict[str, list[str]]:
     """:func:`settle_copies` for every merge of ``plans`` (a batch's), the users listed once
     and each other user's log of a plan day read once for all of its merges' ids: a merge
     committed live settles its copies too (a folder copied while it ran was taken half done),
@@ -421,7 +435,11 @@ def settle_copies_of(runtime: Runtime, indexer: Indexer, plans: list[Plan], *,
     time of a look-up at 2,000 users, not the file checks. Besides the narrative's log, the
     facts' and the sources' logs are looked at (:func:`_copy_looks`): a copy taken while
     several writes of the merge ran may hold a part of it without the narrative.
+
+    Returns, per plan id, the copies that could not be settled, each with why (a copy whose
+    narrative's id another entry holds there, say): logged alone, a run said nothing of them.
     """
+    problems: dict[str, list[str]] = {}
     if written_since_ns is None:
         written_since_ns = journalled_since(plans)
     own: dict[UserRef, set[str]] = {}  # the ids of each plan's own user: not copies there
@@ -459,7 +477,10 @@ def settle_copies_of(runtime: Runtime, indexer: Indexer, plans: list[Plan], *,
             continue
         for plan in theirs:
             if _holds_part(plan, looks[plan.id], names):
-                _settle_copy(runtime, indexer, plan, ref, withdraw=withdraw)
+                problem = _settle_copy(runtime, indexer, plan, ref, withdraw=withdraw)
+                if problem is not None:
+                    problems.setdefault(plan.id, []).append(problem)
+    return problems
 
 
 def _holds_part(plan: Plan, looks: _Looks, names: Callable[..., set[str]]) -> bool:
@@ -468,12 +489,17 @@ def _holds_part(plan: Plan, looks: _Looks, names: Callable[..., set[str]]) -> bo
     the narrative's id (read however long ago it was written: ids are unique per user only,
     and another user who merged that day holds a narrative of that id, and sources of the
     same ids archived toward it; nor could the narrative be written there under its id), a
-    source's log names the narrative."""
+    source's log names the narrative.
+
+    Its narrative's log naming the narrative's id but not the row, the facts' log naming the
+    row still tells a copy (another user who merged that day wrote facts naming a row of
+    their own): its narrative's entry changed there by hand, or another entry holding that
+    id. :func:`_copy_narrative` tells which; without this, neither was looked at again."""
     if plan.id in names(looks.narrative):
         return True
-    if plan.merged_id is not None and plan.merged_id in names(looks.narrative):
-        return False
     found = looks.facts is not None and plan.id in names(looks.facts)
+    if plan.merged_id is not None and plan.merged_id in names(looks.narrative):
+        return found
     found = found or any(plan.merged_id in names(rel) for rel in looks.sources)
     if not found or plan.merged_id is None:
         return found
@@ -563,15 +589,20 @@ def _named_in(path: Path, ids: list[str], real_root: str) -> set[str]:
 
 
 def _settle_copy(runtime: Runtime, indexer: Indexer, plan: Plan, ref: UserRef, *,
-                 withdraw: bool) -> None:
-    """Settle ``plan``'s copy in ``ref``'s logs (:func:`settle_copies`)."""
+                 withdraw: bool) -> str | None:
+    """Settle ``plan``'s copy in ``ref``'s logs (:func:`settle_copies`); why it could not
+    be, else ``None``."""
     copy = replace(plan, app=ref.app, project=ref.project, user_id=ref.user_id,
                    merged_id=None, extra={})
     origin = plan.origin_user or plan.user_id  # whose entries the hashes are of
     try:
-        narrative = find_narrative(runtime, copy) or _copy_narrative(runtime, plan, copy)
+        narrative = find_narrative(runtime, copy)
+        if narrative is None:
+            narrative, conflict = _copy_narrative(runtime, plan, copy)
+            if conflict is not None:
+                return conflict
         if narrative is None or narrative.deprecated_by is not None:
-            return
+            return None
         copy.merged_id = narrative.id
         if not archived_toward(runtime, copy) and (
                 withdraw or changed_sources(runtime, copy, copied_from=origin)):
@@ -589,41 +620,77 @@ def _settle_copy(runtime: Runtime, indexer: Indexer, plan: Plan, ref: UserRef, *
         log.error("merge %s of cluster %s: cannot settle its copy in the logs of %s: %s",
                   plan.id, plan.cluster_id, ref, describe(exc),
                   exc_info=not isinstance(exc, EverosError))
-        return
+        return f"its copy in the logs of {ref} was not settled: {describe(exc)}"
     log.warning("merge %s of cluster %s: the folder of user %s was copied by hand into "
                 "%s's while the merge was under way; %s there too", plan.id,
                 plan.cluster_id, plan.ref, ref, how)
+    return None
 
 
-def _copy_narrative(runtime: Runtime, plan: Plan, copy: Plan) -> Entry | None:
-    """The merge's narrative written into the logs of ``copy``'s user under its own id, when
-    they hold a part of the merge without it (:func:`_copy_looks`): its facts, or a source
-    archived toward it, the rest of the copy taken before the narrative was written. Then
-    the copy is settled as one that holds the narrative (rolled forward, or withdrawn), so
-    it reads as a copy of the finished merge: left, a source stayed hidden behind an id no
-    entry of that user holds, or facts live of a narrative that is not there. ``None`` when
-    the copy holds none of it (ids are unique per user only: a source archived toward that
-    id counts only with the text the merge saw), or the narrative cannot be copied: gone
-    from the first folder too, or its id taken in the copy's log (another entry's; reported,
-    nothing written)."""
+def _copy_narrative(runtime: Runtime, plan: Plan,
+                    copy: Plan) -> tuple[Entry | None, str | None]:
+    """The merge's narrative in the logs of ``copy``'s user under its own id, when they hold
+    a part of the merge without it (:func:`_copy_looks`): its facts, or a source archived
+    toward it, the rest of the copy taken before the narrative was written. Then the copy is
+    settled as one that holds the narrative (rolled forward, or withdrawn), so it reads as a
+    copy of the finished merge: left, a source stayed hidden behind an id no entry of that
+    user holds, or facts live of a narrative that is not there.
+
+    Returns ``(narrative, None)``: written there, or an entry of that id there already that
+    IS the copy (the narrative's text, and its ``reflection`` key this row's or gone: a hand
+    edit, or an earlier copy, left it without the key the look-up tells it by);
+    ``(None, None)`` when the copy holds none of it (ids are unique per user only: a source
+    archived toward that id counts only with the text the merge saw); ``(None, why)`` when
+    it cannot be written there: the id is another entry's there, or named there by no entry
+    (its narrative deleted by hand: an id is never written twice), or the narrative is gone
+    from the first folder too. Nothing is written over it, and ``why`` goes to the run
+    record and the merge's audit row: only logged, a person was never told."""
     if plan.merged_id is None:
-        return None
+        return None, None
     held = replace(copy, merged_id=plan.merged_id)
     origin = plan.origin_user or plan.user_id
     if not find_facts(runtime, held) and not (
             archived_toward(runtime, held) and _holds_sources(runtime, held, origin)):
-        return None
+        return None, None
     source = find_narrative(runtime, plan)
-    made = (runtime.store.append_copy(held.ref, source)
-            if source is not None and source.id == plan.merged_id else None)
-    if made is None:
-        log.error("merge %s of cluster %s: the folder of user %s was copied into %s's while "
-                  "the merge was under way, taking part of it without narrative %s, which "
-                  "cannot be written there (%s); undo %s as %s brings back what is archived "
-                  "toward it", plan.id, plan.cluster_id, plan.ref, held.ref, plan.merged_id,
-                  "its id is taken there" if source is not None
-                  else "it is gone from the first folder too", plan.merged_id, held.ref)
-    return made
+    path = runtime.store.path_for_id(held.ref, plan.merged_id)
+    there = next((e for e in (runtime.store.read(path).entries if path.is_file() else [])
+                  if e.id == plan.merged_id), None)
+    if there is not None and _is_copy_of(there, plan, source):
+        log.warning("merge %s of cluster %s: %s in the logs of %s is its narrative (the same "
+                    "text) without its reflection key; settled as the merge's copy", plan.id,
+                    plan.cluster_id, plan.merged_id, held.ref)
+        return there, None
+    made = None
+    if there is None and source is not None and source.id == plan.merged_id:
+        made = runtime.store.append_copy(held.ref, source)
+    if made is not None:
+        return made, None
+    why = ("it is gone from the first folder too" if source is None
+           else f"the id is another entry's there ({runtime.store.rel(path)})"
+           if there is not None
+           else f"{runtime.store.rel(path)} names the id with no entry holding it (deleted "
+                "by hand?), and an id is never written twice")
+    problem = (f"its copy in the logs of {held.ref} (the folder of {plan.ref} copied while "
+               f"the merge was under way) holds part of it without narrative "
+               f"{plan.merged_id}, which cannot be written there: {why}; nothing written "
+               f"there: undo {plan.merged_id} as {held.ref} brings back what is archived "
+               "toward it")
+    log.error("merge %s of cluster %s: %s", plan.id, plan.cluster_id, problem)
+    return None, problem
+
+
+def _is_copy_of(entry: Entry, plan: Plan, source: Entry | None) -> bool:
+    """Whether ``entry``, holding the narrative's id in another user's log, is the merge's
+    narrative: its sections those of the narrative (as the plan wrote it, or as the first
+    folder holds it now), and no other row's ``reflection`` key (another user who merged
+    that day holds a narrative of that id, of the same text when their Episodes are)."""
+    key = entry.meta.get(REFLECTION_KEY)
+    if key is not None and str(key) != plan.id:
+        return False
+    written = {"Subject": plan.title, "Content": plan.content}
+    return entry.sections == written or (source is not None
+                                         and entry.sections == source.sections)
 
 
 def _holds_sources(runtime: Runtime, copy: Plan, origin: str) -> bool:
@@ -1054,16 +1121,18 @@ def abandon(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
     else:
         _withdraw_strays(runtime, plan, None)
     _sync(indexer, runtime, touched_files(runtime, plan))
-    settle_copies(runtime, indexer, plan, withdraw=True)  # copied while under way
+    problems = settle_copies(runtime, indexer, plan, withdraw=True)  # copied while under way
     reason = plan.error or "interrupted"
     if withdrawn:
         reason += f" (narrative {withdrawn} withdrawn)"
+    if problems:
+        reason = "; ".join([reason, *problems])
     with transaction(conn):
         plan_report(conn, plan, status, merged=None, error=reason,
                     duration_ms=plan.llm_ms + ms_since(started))
         merge_journal.delete(conn, plan.id)
     log.warning("cluster %s: merge %s %s: %s", plan.cluster_id, plan.id, status, reason)
-    return Outcome(status, plan, None, reason)
+    return Outcome(status, plan, None, reason, copy_problems=problems)
 
 
 # --------------------------------------------------------------------------- recovery
@@ -1186,7 +1255,7 @@ def settle_interrupted(runtime: Runtime, indexer: Indexer, plan: Plan, step: str
         return abandon(runtime, indexer, plan, started, status="abandoned")
     if step == ABANDONING:  # abandon withdraws the copies too
         return abandon(runtime, indexer, plan, started, status="abandoned")
-    settle_copies(runtime, indexer, plan)
+    settle_copies(runtime, indexer, plan)  # what cannot be settled is said once, at the end
     committed = resume(runtime, plan, step)
     changed = {} if committed else changed_sources(runtime, plan)
     if changed:
@@ -1229,6 +1298,7 @@ __all__ = [
     "ms_since",
     "narrative_meta",
     "new_plan",
+    "note_copy_problems",
     "pending",
     "plan_report",
     "recover",

@@ -146,13 +146,17 @@ def _steps(runtime: Runtime, indexer: Indexer, plans: list[Plan], steps: dict[st
                             *(path for t in touched for path in t[2:])])
         journal.checkpoint(journal.SYNCED)
         # a folder copied while the batch ran was taken half done: settled before the rows go
-        journal.settle_copies_of(runtime, indexer, live, written_since_ns=written_since_ns)
+        problems = journal.settle_copies_of(runtime, indexer, live,
+                                            written_since_ns=written_since_ns)
+        for plan in live:
+            journal.note_copy_problems(plan, problems.get(plan.id, []))
         with transaction(conn):
             for plan in live:
                 journal.plan_report(conn, plan, "ok", merged=plan.merged_id, error=plan.error,
                                     duration_ms=plan.llm_ms + journal.ms_since(started))
                 merge_journal.delete(conn, plan.id)
-        outcomes.update({p.id: Outcome("ok", p, p.merged_id) for p in live})
+        outcomes.update({p.id: Outcome("ok", p, p.merged_id,
+                                       copy_problems=problems.get(p.id, [])) for p in live})
     for plan, why, status in stale:
         plan.error = why
         outcomes[plan.id] = journal.abandon(runtime, indexer, plan, started, status=status)

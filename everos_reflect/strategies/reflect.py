@@ -166,10 +166,12 @@ class ReflectEpisodes(Strategy):
     # cluster was rejected or failed, which says the LLM's answers are unusable (run failed).
     # An interrupted merge that recovery could not settle yet (its row stays) is a failure too:
     # the run record, not only the log, must say a merge is stuck.
-    failure_counts = ("failed", "interrupted", "recovered_unrecovered")
+    # A merge's copy in another user's folder that could not be settled (its narrative's id
+    # another entry's there) is a unit failed too: logged alone, no run record said it.
+    failure_counts = ("failed", "interrupted", "recovered_unrecovered", "copy_conflicts")
     rejection_counts = ("rejected",)
     unit_counts = ("merged", "failed", "interrupted", "rejected", "stale",
-                   "recovered_unrecovered")
+                   "recovered_unrecovered", "copy_conflicts")
     idle_counts = ("held_back", "deferred_sources")
     settings = (
         SettingSpec("max_clusters_per_run", int, 10,
@@ -242,6 +244,8 @@ class ReflectEpisodes(Strategy):
         merged: set[UserRef] = set()
         for outcome in journal.recover(runtime, Indexer(runtime)):
             counts[f"recovered_{outcome.status}"] += 1
+            if outcome.copy_problems:  # why: in the merge's audit row
+                counts["copy_conflicts"] += len(outcome.copy_problems)
             if outcome.status == "ok":
                 merged.add(outcome.plan.ref)
         # as a run's own merges (ReflectionRun.run): the next run may merge nothing of theirs;
@@ -664,6 +668,9 @@ class ReflectionRun:
             self.counts["merged" if status == "ok" else status] += 1
             if status == journal_batch.INTERRUPTED:  # its row stays for the next recovery
                 self._name_failed(plan.ref, f"cluster {plan.cluster_id}: {outcome.error}")
+            for problem in outcome.copy_problems:  # the merge's audit row says them too
+                self.counts["copy_conflicts"] += 1
+                self.ctx.note_failure(str(plan.ref), f"cluster {plan.cluster_id}: {problem}")
             if status != "ok":
                 continue
             self._merged_users.add(plan.ref)
