@@ -197,6 +197,25 @@ def mark_reflection_undone(conn: sqlite3.Connection, ref: UserRef,
     return [r[0] for r in rows], (rows[-1][1] if rows else None)
 
 
+def reflection_statuses(conn: sqlite3.Connection, ref: UserRef,
+                        merged_id: str) -> dict[str, str]:
+    """The status of each audit row of the merge that wrote ``merged_id`` that is not
+    ``undone``: what :func:`mark_reflection_undone` is about to change, kept so an undo
+    taken back (:func:`mark_reflection_redone`) sets each row back as it was."""
+    return dict(conn.execute(
+        "SELECT id, status FROM reflection_report WHERE app_id=? AND project_id=? AND "
+        "owner_id=? AND merged_entry_id=? AND status != 'undone'",
+        (ref.app, ref.project, ref.user_id, merged_id)).fetchall())
+
+
+def mark_reflection_redone(conn: sqlite3.Connection, statuses: Mapping[str, str]) -> None:
+    """Set back the audit rows an undo just set ``undone`` to the status each had before
+    (``statuses``, :func:`reflection_statuses`), the undo being taken back (a ``--cascade``
+    refused at an earlier merge). Inside the caller's transaction."""
+    conn.executemany("UPDATE reflection_report SET status=? WHERE id=? AND status='undone'",
+                     [(status, i) for i, status in statuses.items()])
+
+
 def follow_moved_merges(conn: sqlite3.Connection, held: Iterable[tuple[UserRef, Entry]],
                         gone: Iterable[UserRef], folder_gone: Callable[[UserRef], bool]
                         ) -> list[str]:

@@ -44,10 +44,12 @@ from everos_reflect.fileio import denied_folder, os_reason, what_stands
 from everos_reflect.index import merge_journal, reads
 from everos_reflect.index.audit import (
     follow_moved_merges,
+    mark_reflection_redone,
     mark_reflection_undone,
     merge_row,
     merge_sources,
     move_merge,
+    reflection_statuses,
 )
 from everos_reflect.index.db import db_built, transaction
 from everos_reflect.index.sync import Indexer
@@ -91,6 +93,14 @@ class UndoResult:
     #: the narrative's id holds an entry that is not the merge's narrative (its log replaced
     #: by hand): that entry is left as it is, live; only the merge's own entries are restored
     replaced_by_hand: bool = False
+    #: users whose logs hold a copy of the folder, taken by hand while this undo was half
+    #: done, in which it was finished too (the undo of an earlier merge a ``--cascade`` goes
+    #: on to is finished there as well); not part of the answer
+    copied_to: list[UserRef] = field(default_factory=list, repr=False)
+    #: the status of each audit row this undo set ``undone``, as it was before: what taking
+    #: the undo back sets again (a ``--cascade`` refused at an earlier merge); not part of
+    #: the answer
+    prior_status: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def status(self) -> str:
@@ -128,7 +138,8 @@ def undo_merge(runtime: Runtime, ref: UserRef, merged_id: str, *,
     Raises :class:`InvalidId` for a malformed id, :class:`UnknownEntry` when the user has no such
     entry, :class:`UndoRefused` when it is not a merged narrative, was already undone, or a
     later update merge folded it into a newer narrative (unless ``cascade``: the later merges
-    are then undone first, newest first), and
+    are then undone first, newest first, and taken back should this one be refused after
+    them, :func:`_cascade_taken_back`), and
     :class:`StrategyBusy` while a Reflection run holds the strategy lock.
     """
     eid = EntryId.parse(merged_id)
@@ -291,6 +302,7 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
     _refuse_if_journaled(runtime, ref, merged_id)
 
     cascaded: list[UndoResult] = []
+    copied: list[UserRef] = []  # copies of the folder the later undo was finished in too
     later = narrative.deprecated_by
     if later is not None:
         _refuse_archived_by_hand(runtime, ref, merged_id, later)
@@ -305,41 +317,146 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
         _refuse_unwritable(runtime, ref, merged_id, _scan(runtime, ref, merged_id))
         newer = _undo(runtime, ref, later, cascade=True, chain=(*chain, merged_id))
         cascaded = [*newer.cascaded, _flat(newer)]
-        if newer.ref != ref:  # the folder renamed or moved by hand while that undo ran, which
-            # was finished where it went (_apply_here): so is this one. Looked up under the
-            # old name, it failed ("no entry"), this narrative live beside what it restored
-            ref = newer.ref
-            if _indexed(runtime):
-                _follow_moved_merge(runtime, ref, store.get(ref, merged_id))
-        narrative = store.get(ref, merged_id)
-        if narrative.deprecated_by is not None:
-            raise EverosError(f"{merged_id} is still archived (deprecated_by "
-                              f"{narrative.deprecated_by}) after undoing {later}")
-
-    found = _scan(runtime, ref, merged_id)
-    _refuse_unwritable(runtime, ref, merged_id, found)
-    restore_ids = sorted(found.restore)
-    previous = _previous_narrative(found, narrative.parent_id)
-    intent = _Intent(app=ref.app, project=ref.project, user_id=ref.user_id, undo=merged_id,
-                     cluster_id=narrative.parent_id, restore=restore_ids,
-                     archived_facts=sorted(e.id for e in found.facts),
-                     previous=previous.id if previous is not None else None,
-                     sources=_sources(runtime, ref, merged_id, narrative))
-    # Written before the first patch: a kill from here on is finished by the next start.
-    row_id = f"ru_{uuid.uuid4().hex[:16]}"
-    merge_journal.insert(runtime.db(), row_id, ref, narrative.parent_id or "",
-                         json.dumps(asdict(intent), sort_keys=True), journal.UNDOING)
-    result = _applied(runtime, intent, row_id)
+        copied = newer.copied_to
+    row_id: str | None = None
+    try:
+        if cascaded:
+            if cascaded[-1].ref != ref:  # the folder renamed or moved by hand while that
+                # undo ran, which was finished where it went (_apply_here): so is this one.
+                # Looked up under the old name, it failed ("no entry"), this narrative live
+                # beside what it restored
+                ref = cascaded[-1].ref
+                if _indexed(runtime):
+                    _follow_moved_merge(runtime, ref, store.get(ref, merged_id))
+            narrative = store.get(ref, merged_id)
+            if narrative.deprecated_by is not None:
+                raise EverosError(f"{merged_id} is still archived (deprecated_by "
+                                  f"{narrative.deprecated_by}) after undoing {later}")
+        found = _scan(runtime, ref, merged_id)
+        _refuse_unwritable(runtime, ref, merged_id, found)
+        restore_ids = sorted(found.restore)
+        previous = _previous_narrative(found, narrative.parent_id)
+        intent = _Intent(app=ref.app, project=ref.project, user_id=ref.user_id,
+                         undo=merged_id, cluster_id=narrative.parent_id, restore=restore_ids,
+                         archived_facts=sorted(e.id for e in found.facts),
+                         previous=previous.id if previous is not None else None,
+                         sources=_sources(runtime, ref, merged_id, narrative))
+        # Written before the first patch: a kill from here on is finished by the next start.
+        row_id = f"ru_{uuid.uuid4().hex[:16]}"
+        merge_journal.insert(runtime.db(), row_id, ref, narrative.parent_id or "",
+                             json.dumps(asdict(intent), sort_keys=True), journal.UNDOING)
+        result = _applied(runtime, intent, row_id)
+    except Exception as exc:
+        if not cascaded or runtime.root_gone() or (
+                row_id is not None and _row_kept(runtime, row_id)):
+            raise  # nothing cascaded to, or this undo is left for the next start to finish
+        raise _cascade_taken_back(runtime, merged_id, cascaded, copied, exc) from exc
     if result.ref != ref:  # finished where the folder went, with its row
         result.cascaded = cascaded
         return result
-    if not _copies_finished(runtime, intent):
+    finished = _copies_finished(runtime, intent, also=copied)
+    if finished is None:
         result.cascaded = cascaded
         return result  # its row stays: the next start finishes the copies
+    result.copied_to = finished
     with transaction(runtime.db()):
         merge_journal.delete(runtime.db(), row_id)
     result.cascaded = cascaded
     return result
+
+
+def _row_kept(runtime: Runtime, row_id: str) -> bool:
+    """Whether the undo's journal row is still there: the undo is left half done for the next
+    start to finish (an I/O error), not refused nor rolled back."""
+    return any(r == row_id for r, _ in merge_journal.rows_at(runtime.db(), journal.UNDOING))
+
+
+def _cascade_taken_back(runtime: Runtime, merged_id: str, cascaded: list[UndoResult],
+                        copied: list[UserRef], exc: BaseException) -> BaseException:
+    """An undo of ``--cascade`` refused (or rolled back) after the later merges' undos were
+    done (``cascaded``, in the order undone): those are taken back, the last undone first
+    (:func:`_take_back`), in the folder and in the copies of it they were finished in too
+    (``copied``), so the cascade leaves the logs as before it. It left the later merges
+    undone and this one not, the error saying only that this one was refused ("the logs are
+    as before it"). Returns what to raise: ``exc``'s type, its message saying what became of
+    each later undo; one that cannot be taken back (a log refusing that too) is named, with
+    what to do to finish the cascade instead."""
+    said, kept = [], []
+    for step in reversed(cascaded):
+        try:
+            _take_back(runtime, step)
+            for ref in copied:
+                _take_back_in_copy(runtime, step, ref)
+        except Exception as again:
+            if runtime.root_gone():
+                raise
+            same = (isinstance(again, MarkdownError) and isinstance(exc, MarkdownError)
+                    and again.path == exc.path)
+            kept.append(f"by the same log, {again.path}" if same  # type: ignore[union-attr]
+                        else describe(again))
+            break  # an older one cannot be taken back over a newer one still undone
+        said.append(step.merged_entry_id)
+    note = ""
+    if said:
+        note += (f"; the undo of {', '.join(said)} this --cascade did first is taken back "
+                 f"({'each' if len(said) > 1 else 'it'} live again, its sources archived "
+                 "toward it)")
+    if kept:
+        left = [s.merged_entry_id for s in cascaded if s.merged_entry_id not in said]
+        note += (f"; the undo of {', '.join(left)} this --cascade did first stays done: "
+                 f"taking it back was refused too ({kept[0]}); fix what is named, then undo "
+                 f"{merged_id} again to finish the cascade")
+    log.info("undo --cascade of %s refused after undoing %s%s", merged_id,
+             ", ".join(s.merged_entry_id for s in cascaded), note)
+    if isinstance(exc, EverosError):
+        return _said_also(exc, note)
+    return EverosError(f"{describe(exc)}{note}")
+
+
+def _take_back(runtime: Runtime, done: UndoResult) -> None:
+    """Take back an undo just done (``done``): its narrative and the facts it archived
+    ``undone`` are live again, then the entries it restored are archived toward the narrative
+    again; its audit rows are ``ok`` again; the logs it writes are re-indexed and the user's
+    clusters placed as a ``reindex`` places them. Every log it writes is checked first
+    (:meth:`MarkdownStore.refuse_unarchivable`), so a refusal writes nothing. Written in the
+    order a kill leaves harmless: the narrative live beside its sources (duplicates in search,
+    nothing hidden) until the sources are archived again."""
+    store, ref, merged_id = runtime.store, done.ref, done.merged_entry_id
+    live_again = [*done.archived, *done.archived_facts]
+    again = [*done.restored, *done.restored_facts]
+    store.refuse_unarchivable(ref, [*live_again, *again], f"taking back the undo of {merged_id} in")
+    if live_again:
+        store.undeprecate(ref, live_again)
+    try:
+        if again:
+            store.deprecate(ref, dict.fromkeys(again, merged_id))
+    except EverosError:  # put the narrative back as undone: the undo stays whole
+        store.deprecate(ref, dict.fromkeys(live_again, UNDONE))
+        raise
+    if done.prior_status and _indexed(runtime):
+        conn = runtime.db()
+        with transaction(conn):
+            mark_reflection_redone(conn, done.prior_status)
+    try:  # the logs are taken back: an index not written now is said, not a failed take-back
+        _resync(runtime, ref, first=live_again, then=again)
+        ClusterService(runtime).recluster(ref)
+    except Exception as exc:
+        if runtime.root_gone():
+            raise
+        log.warning("the undo of %s (%s) is taken back; re-indexing its logs failed (%s): the "
+                    "next scan brings the index up to date", merged_id, ref, describe(exc))
+
+
+def _take_back_in_copy(runtime: Runtime, done: UndoResult, ref: UserRef) -> None:
+    """:func:`_take_back` in a copy of the folder the undo was finished in too, where its
+    narrative is ``undone`` still; the audit rows are the first user's."""
+    try:
+        if runtime.store.get(ref, done.merged_entry_id).deprecated_by != UNDONE:
+            return
+    except UnknownEntry:
+        return
+    _take_back(runtime, UndoResult(**{**done.__dict__, "ref": ref, "reports": [],
+                                      "prior_status": {}}))
 
 
 def _refuse_unwritable(runtime: Runtime, ref: UserRef, merged_id: str, found: _Found, *,
@@ -398,12 +515,30 @@ def _roll_back(runtime: Runtime, intent: _Intent, exc: EverosError) -> Exception
             f"it restored failed too ({describe(again)}), so {', '.join(back) or 'its sources'} "
             f"stay live beside the narrative: fix the log named, and the next start finishes "
             "the undo")
+    if back:
+        _reindex_rolled_back(runtime, ref, back)
     note = (f"; the undo of {merged_id} is rolled back ({', '.join(back)} archived toward it "
             "again): the logs are as before it" if back
             else f"; the undo of {merged_id} changed no log")
     # info: the error raised says it (a warning too printed it twice on the CLI's stderr)
     log.info("undo of %s (%s) refused: %s%s", merged_id, ref, describe(exc), note)
     return _RolledBack(_said_also(exc, note))
+
+
+def _reindex_rolled_back(runtime: Runtime, ref: UserRef, back: list[str]) -> None:
+    """Re-index the logs a roll back wrote (``back``: the entries archived again), as the
+    forward path does (:func:`_resync`): the index was left to the watcher, so a ``search`` or
+    ``status`` before it ran (or with none: the CLI alone) still read the sources as restored
+    (an interrupted undo's, synced before the start that rolled it back). The logs are rolled
+    back already: an index that cannot be written now is said, not raised over the refusal
+    (the next scan brings it up to date)."""
+    try:
+        _resync(runtime, ref, first=(), then=back)
+    except Exception as exc:
+        if runtime.root_gone():
+            raise
+        log.warning("undo of entries of %s rolled back; re-indexing them failed (%s): the "
+                    "next scan brings the index up to date", ref, describe(exc))
 
 
 def _said_also(exc: EverosError, note: str) -> EverosError:
@@ -442,25 +577,25 @@ def _apply_here(runtime: Runtime, intent: _Intent) -> UndoResult:
                       "it)")
 
 
-def _copies_finished(runtime: Runtime, intent: _Intent) -> bool:
+def _copies_finished(runtime: Runtime, intent: _Intent,
+                     also: Iterable[UserRef] = ()) -> list[UserRef] | None:
     """Finish the undo, just done in ``intent``'s folder, in every copy of that folder taken
     half done while it ran (by hand, between its restore and its archive: the narrative live
-    beside the entries it restores, for good, once the row was gone). False when a copy could
-    not be finished now: the undo itself is done, and its row is kept for the next start."""
+    beside the entries it restores, for good, once the row was gone), and in the users of
+    ``also`` (:func:`_finish_copies`). Returns the users it was finished in; None when a copy
+    could not be finished now (an I/O error): the undo itself is done, and its row is kept
+    for the next start. A copy whose log refused it is rolled back there, and said so."""
     try:
-        copies, _ = _finish_copies(runtime, intent)
-    except Exception as exc:  # a copy's log broken by hand, an OSError writing it
+        copies = _finish_copies(runtime, intent, also)
+    except Exception as exc:  # an OSError writing a copy's log
         if runtime.root_gone():
             raise
         log.error("undo of %s (%s): a copy of the folder taken while it ran cannot be "
                   "finished yet (%s); the next start finishes it", intent.undo, intent.ref,
                   describe(exc), exc_info=not isinstance(exc, EverosError))
-        return False
-    for copy in copies:
-        log.warning("the undo of %s (%s) is finished in the logs of %s too: its folder was "
-                    "copied there by hand while the undo ran (the narrative live beside the "
-                    "entries it restores)", intent.undo, intent.ref, copy.ref)
-    return True
+        return None
+    _say_copies(intent, copies, interrupted=False)
+    return [c.ref for c in copies.finished]
 
 
 def _refuse_archived_by_hand(runtime: Runtime, ref: UserRef, merged_id: str,
@@ -632,7 +767,8 @@ def _apply(runtime: Runtime, intent: _Intent) -> UndoResult:
         if runtime.root_gone() or store.user_gone(ref):
             raise
         raise _roll_back(runtime, intent, exc) from exc
-    reports, mode = _mark_reports_undone(runtime, ref, merged_id)
+    prior: dict[str, str] = {}
+    reports, mode = _mark_reports_undone(runtime, ref, merged_id, prior)
     mode = mode or ("update" if intent.previous is not None else "init")
 
     _resync(runtime, ref, first=restore_ids, then=[merged_id, *archived_facts])
@@ -652,7 +788,7 @@ def _apply(runtime: Runtime, intent: _Intent) -> UndoResult:
         archived=[] if intent.narrative_gone else [merged_id],
         archived_facts=archived_facts, previous_narrative=intent.previous,
         cluster_narrative=cluster_narrative, reports=reports, missing=missing,
-        edited_by_hand=edited, replaced_by_hand=replaced)
+        edited_by_hand=edited, replaced_by_hand=replaced, prior_status=prior)
     log.info("undid merge %s of %s: %d episodes and %d facts restored, %d facts archived",
              merged_id, ref, len(episodes), len(facts), len(archived_facts))
     if missing:  # the answer names them too: not a warning twice on the CLI's stderr
@@ -731,8 +867,6 @@ def finish_interrupted(runtime: Runtime) -> list[UndoResult]:
                     holders[0].app, holders[0].project, holders[0].user_id)
                 Indexer(runtime).scan()  # the index learns of the move before the undo's sync
             result = _apply(runtime, intent)
-            copies, finished_copies = _finish_copies(runtime, intent)
-            results = [result, *finished_copies]
         except _RolledBack as back:  # said once, not "cannot finish … yet" at every start
             log.warning("the interrupted undo of %s (%s) cannot be finished: %s", intent.undo,
                         intent.ref, back.error)
@@ -745,34 +879,113 @@ def finish_interrupted(runtime: Runtime) -> list[UndoResult]:
             log.error("cannot finish the interrupted undo %s yet: %s", row_id, describe(exc),
                       exc_info=not isinstance(exc, EverosError))
             continue
+        done.append(result)
+        try:  # the undo is finished where it began: its copies are another matter, said apart
+            copies = _finish_copies(runtime, intent)
+        except Exception as exc:  # an OSError writing a copy's log: the row stays for them
+            if runtime.root_gone():
+                raise
+            log.error("the interrupted undo of %s (%s) is finished; a copy of its folder "
+                      "taken by hand while it was half done cannot be finished yet (%s): the "
+                      "next start finishes it", intent.undo, intent.ref, describe(exc),
+                      exc_info=not isinstance(exc, EverosError))
+            continue
         with transaction(conn):
             merge_journal.delete(conn, row_id)
         log.info("finished the interrupted undo of %s (%s)", intent.undo, intent.ref)
-        for finished in results:
-            if finished.edited_by_hand:  # the command that would have said so was killed
-                log.warning("the interrupted undo of %s (%s) archived the narrative with the "
-                            "edits a person made to its Content after the merge (still in its "
-                            "log, archived `undone`): add them again as an Episode to keep "
-                            "them searchable", intent.undo, finished.ref)
-        for copy in copies:
-            log.warning("the interrupted undo of %s (%s) is finished in the logs of %s too: "
-                        "its folder was copied there by hand while the undo was half done "
-                        "(the narrative live beside the entries it restores)", intent.undo,
-                        intent.ref, copy.ref)
-        done.extend(results)
+        for finished in [result, *copies.results]:
+            _say_edited(intent, finished)
+        _say_copies(intent, copies, interrupted=True)
+        done.extend(copies.results)
     return done
 
 
-def _finish_copies(runtime: Runtime, intent: _Intent) -> tuple[list[_Intent], list[UndoResult]]:
+def _say_edited(intent: _Intent, finished: UndoResult) -> None:
+    """Warn when an undo a start finished archived a narrative a person had edited: the
+    command that would have said so was killed."""
+    if finished.edited_by_hand:
+        log.warning("the interrupted undo of %s (%s) archived the narrative with the edits a "
+                    "person made to its Content after the merge (still in its log, archived "
+                    "`undone`): add them again as an Episode to keep them searchable",
+                    intent.undo, finished.ref)
+
+
+@dataclass
+class _Copies:
+    """What became of an undo in the copies of its folder taken half done
+    (:func:`_finish_copies`): those it was finished in (with what each undo did) and those
+    whose undo a log refused and was rolled back (with the error saying so)."""
+
+    finished: list[_Intent] = field(default_factory=list)
+    results: list[UndoResult] = field(default_factory=list)
+    rolled_back: list[tuple[_Intent, BaseException]] = field(default_factory=list)
+
+
+def _finish_copies(runtime: Runtime, intent: _Intent,
+                   also: Iterable[UserRef] = ()) -> _Copies:
     """Finish the undo in every copy of it half done (:func:`_half_undone_copies`), once it is
-    finished where it began: the copies and what each undo did. Looked for after the undo's
-    own writes, so a folder copied while they ran (not only while a kill interrupted them) is
-    found too. Raises as :func:`_apply` does: the caller keeps the undo's row, and the next
-    start finishes them."""
+    finished where it began. Looked for after the undo's own writes, so a folder copied while
+    they ran (not only while a kill interrupted them) is found too. ``also``: users whose logs
+    hold a copy of the merge whole, in which a cascade's later undo was just finished (the
+    folder copied during that undo, :func:`_cascade_copies`): the undo is finished there too.
+    A copy whose log refuses the undo has it rolled back there (its logs as before it: a whole
+    merge of that user's), said in :attr:`_Copies.rolled_back`, not raised: the undo itself is
+    done, and saying it "cannot be finished" was false. Raises as :func:`_apply` does
+    otherwise (an I/O error): the caller keeps the undo's row, and the next start finishes
+    them."""
     copies = _half_undone_copies(runtime, intent)
+    copies += _cascade_copies(runtime, intent, [c.ref for c in copies], also)
+    done = _Copies()
     if copies:  # the index learns of the copies before their undo's sync
         Indexer(runtime).scan()
-    return copies, [_apply(runtime, copy) for copy in copies]
+    for copy in copies:
+        try:
+            done.results.append(_apply(runtime, copy))
+            done.finished.append(copy)
+        except _RolledBack as back:
+            done.rolled_back.append((copy, back.error))
+    return done
+
+
+def _cascade_copies(runtime: Runtime, intent: _Intent, found: list[UserRef],
+                    also: Iterable[UserRef]) -> list[_Intent]:
+    """The undo to finish in each user of ``also`` (not ``found`` already) whose logs hold the
+    merge whole: its narrative live, of the cluster the undo names, and an entry it restores
+    still archived toward it. A folder copied by hand while the later undo of a ``--cascade``
+    ran had that undo finished in the copy, then the earlier one finished only where it began:
+    the copy stopped between the two undos, for good (the earlier narrative live, restored by
+    the later undo, its sources archived toward it)."""
+    if intent.cluster_id is None:
+        return []
+    out = []
+    for ref in dict.fromkeys(also):
+        if ref == intent.ref or ref in found or not _holds_narrative(
+                runtime, ref, intent, live=True, cluster_id=intent.cluster_id):
+            continue
+        try:
+            held = runtime.store.get_many(ref, intent.restore)
+        except (MarkdownError, OSError, ValueError):
+            continue
+        if any(e.deprecated_by == intent.undo for e in held.values()):
+            out.append(_Intent(**{**asdict(intent), "app": ref.app, "project": ref.project,
+                                  "user_id": ref.user_id, "cluster_id": None}))
+    return out
+
+
+def _say_copies(intent: _Intent, copies: _Copies, *, interrupted: bool) -> None:
+    """Log what became of the undo in the copies of its folder: finished there too, or rolled
+    back there (the copy's logs as before the undo), each said of that copy alone."""
+    what = "interrupted undo" if interrupted else "undo"
+    for copy in copies.finished:
+        log.warning("the %s of %s (%s) is finished in the logs of %s too: its folder was "
+                    "copied there by hand while the undo was half done (the narrative live "
+                    "beside the entries it restores)", what, intent.undo, intent.ref, copy.ref)
+    for copy, error in copies.rolled_back:
+        log.warning("the %s of %s (%s) is finished there, but not in the logs of %s, a copy "
+                    "of its folder taken by hand while the undo was half done: %s; that copy "
+                    "holds the merge whole, as before the undo (undo it there with --user %s)",
+                    what, intent.undo, intent.ref, copy.ref, describe(error),
+                    copy.ref.user_id)
 
 
 def _half_undone_copies(runtime: Runtime, intent: _Intent) -> list[_Intent]:
@@ -935,11 +1148,14 @@ def _follow_moved_merge(runtime: Runtime, ref: UserRef, narrative: Entry) -> Non
         follow_moved_merges(conn, [(ref, narrative)], [], runtime.store.user_gone)
 
 
-def _mark_reports_undone(runtime: Runtime, ref: UserRef,
-                         merged_id: str) -> tuple[list[str], str | None]:
-    """Set the merge's audit rows to ``undone``; returns their ids and the merge's mode."""
+def _mark_reports_undone(runtime: Runtime, ref: UserRef, merged_id: str,
+                         prior: dict[str, str] | None = None) -> tuple[list[str], str | None]:
+    """Set the merge's audit rows to ``undone``; returns their ids and the merge's mode.
+    ``prior`` gets each row's status before (:func:`_take_back` sets it again)."""
     conn = runtime.db()
     with transaction(conn):
+        if prior is not None:
+            prior.update(reflection_statuses(conn, ref, merged_id))
         return mark_reflection_undone(conn, ref, merged_id)
 
 
