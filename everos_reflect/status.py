@@ -51,7 +51,7 @@ def _counts_from_index(root: Path, store: MarkdownStore) -> _Counted | None:
         bad = []
         warned: Counter[str] = Counter()
         for path, problems in reads.file_problems(conn):
-            lines = [problem_line(p) for p in problems]
+            lines = [located(p) for p in problems]
             if any(lines):
                 bad.append({"file": path, "problems": [x for x in lines if x]})
             warned[path] += sum(1 for p in problems
@@ -69,24 +69,53 @@ def at_line(line: object, message: str) -> str:
     return f"{line}: {message}" if isinstance(line, int) and line > 0 else message
 
 
-def problem_line(problem: Any) -> str | None:
-    """:func:`at_line` of a diagnostic the index recorded (warnings are left to ``lint``)."""
+#: A file's problem as ``status`` keeps it until it writes the document: ``(line, message)``,
+#: line 0 for a problem of the whole file.
+Located = tuple[int, str]
+
+
+def line_of(line: object) -> int:
+    """``line`` as a problem's line number: a line of the file (1 and up), else 0 (the whole
+    file; also what is no line number, from a hand-edited index)."""
+    return line if isinstance(line, int) and not isinstance(line, bool) and line > 0 else 0
+
+
+def located(problem: Any) -> Located | None:
+    """``(line, message)`` of a diagnostic the index recorded (warnings are left to
+    ``lint``)."""
     if isinstance(problem, dict):
         if problem.get("severity") == "warning":
             return None
-        return at_line(problem.get("line", 0), str(problem.get("message", "")))
-    return str(problem)
+        return line_of(problem.get("line", 0)), str(problem.get("message", ""))
+    return 0, str(problem)
+
+
+def problem_line(problem: Any) -> str | None:
+    """:func:`at_line` of a diagnostic the index recorded (warnings are left to ``lint``)."""
+    found = located(problem)
+    return None if found is None else at_line(*found)
+
+
+def problems_item(file: str, problems: list[Located]) -> dict[str, Any]:
+    """One item of ``files_with_problems``: the file, each problem as ``"7: message"`` (the
+    message alone for the whole file), and in ``lines`` each one's line number (0: the whole
+    file), so that a reader never takes a message's own lead for one: the renderer split
+    "N: message" at the first ": ", and a problem of the whole file whose message began
+    with a number and ": " was shown as being on that line."""
+    return {"file": path_text(file),
+            "problems": [path_text(at_line(line, message)) for line, message in problems],
+            "lines": [line for line, _ in problems]}
 
 
 def _counts_from_markdown(store: MarkdownStore, progress: Progress | None) -> _Counted:
     scan = scan_with_outside(store, "Reading daily logs", progress)
-    by_file: dict[str, list[str]] = defaultdict(list)
+    by_file: dict[str, list[Located]] = defaultdict(list)
     warned: Counter[str] = Counter()
     for problem in scan.problems:
         if problem.severity == "warning":
             warned[problem.file] += 1
         else:
-            by_file[problem.file].append(at_line(problem.line, problem.message))
+            by_file[problem.file].append((line_of(problem.line), problem.message))
     return (scan.counts, [{"file": f, "problems": msgs} for f, msgs in sorted(by_file.items())],
             warned)
 
@@ -133,23 +162,23 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
         # nor is a log the indexer may not open (it skips it): only opening it finds that
         irregular: list[str] = []
         misnamed: list[str] = []  # nor a Markdown file named like no log (lint warns)
-        found: dict[str, list[str]] = defaultdict(list)
+        found: dict[str, list[Located]] = defaultdict(list)
         for item in bad_files:
             found[item["file"]] += item["problems"]
         for path in runtime.store.iter_files(irregular=irregular, misnamed=misnamed):
             refused = runtime.store.refusal(path)
             if refused is not None:  # recorded too by a sync that found it standing still
                 rel = runtime.store.rel(path)
-                if refused not in found.get(rel, ()):
-                    found[rel].append(refused)
+                if (0, refused) not in found.get(rel, ()):
+                    found[rel].append((0, refused))
         for p in skipped_problems(outside, invalid) + irregular_problems(root, irregular):
             if p.severity == "warning":  # a README among user folders: lint names it
                 warned[p.file] += 1
             else:
-                found[p.file].append(at_line(p.line, p.message))
+                found[p.file].append((line_of(p.line), p.message))
         # lint's checks across a user's logs, asked of the index, not of every log
-        for file, line in _cross_file_problems(runtime):
-            found[file].append(line)
+        for file, problem in _cross_file_problems(runtime):
+            found[file].append(problem)
         bad_files = [{"file": f, "problems": msgs} for f, msgs in sorted(found.items())]
         for p in misnamed_problems(misnamed):
             warned[p.file] += 1
@@ -179,8 +208,7 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
         "users": user_docs,
         "totals": totals,
         # a byte of a folder's name that is not UTF-8 as \xff: the API's status failed on it
-        "files_with_problems": [{"file": path_text(item["file"]),
-                                 "problems": [path_text(m) for m in item["problems"]]}
+        "files_with_problems": [problems_item(item["file"], item["problems"])
                                 for item in bad_files],
         # warnings are lint's to show: status counts them, so "no files with problems" is
         # not all it says of a root lint fails on
@@ -268,8 +296,8 @@ def _config_doc(problems: list[Problem]) -> dict[str, Any]:
     return doc
 
 
-def _cross_file_problems(runtime: Runtime) -> list[tuple[str, str]]:
-    """``(file, "line: message")`` of every problem ``lint`` finds across a user's logs that
+def _cross_file_problems(runtime: Runtime) -> list[tuple[str, Located]]:
+    """``(file, (line, message))`` of every problem ``lint`` finds across a user's logs that
     the index shows (:func:`index_cross_file_problems`): without them ``status`` said all was
     well of a root ``lint`` failed on. Only the logs holding one are read, for its line.
     Citation cycles among derived records are ``lint``'s alone: the index keeps no
@@ -304,7 +332,7 @@ def _cross_file_problems(runtime: Runtime) -> list[tuple[str, str]]:
             line = frontmatter_line(read[0], problem.entry)
         elif read is not None:
             line = read[1].get(problem.entry, 0)
-        shown.append((problem.path, at_line(line, problem.message)))
+        shown.append((problem.path, (line_of(line), problem.message)))
     return shown
 
 

@@ -55,7 +55,7 @@ def test_lint_and_status_name_a_broken_link_where_a_kinds_folder_goes(
     assert [(p["file"], p["message"]) for p in json.loads(lint.stdout)["problems"]] == [
         (rel, message)]
     status = json.loads(run("status", "--root", str(indexed), "--json").stdout)
-    assert {"file": rel, "problems": [message]} in status["files_with_problems"]
+    assert {"file": rel, "problems": [message], "lines": [0]} in status["files_with_problems"]
 
 
 @pytest.mark.parametrize("loop", [False, True], ids=["dangling", "loop"])
@@ -71,7 +71,7 @@ def test_lint_and_status_name_a_broken_link_where_a_user_folder_goes(
     assert [(p["file"], p["message"], p["severity"])
             for p in json.loads(lint.stdout)["problems"]] == [(rel, message, "error")]
     status = json.loads(run("status", "--root", str(indexed), "--json").stdout)
-    assert {"file": rel, "problems": [message]} in status["files_with_problems"]
+    assert {"file": rel, "problems": [message], "lines": [0]} in status["files_with_problems"]
 
 
 def test_lint_names_a_dangling_link_where_the_users_folder_goes(root: Path) -> None:

@@ -36,7 +36,8 @@ def test_lint_and_status_name_a_broken_link_where_a_log_goes(
 
     status = run("status", "--root", str(indexed), "--json")
     document = json.loads(status.stdout)
-    assert {"file": LOG, "problems": [f"{said} {GOES}"]} in document["files_with_problems"]
+    assert {"file": LOG, "problems": [f"{said} {GOES}"], "lines": [0]} in \
+        document["files_with_problems"]
 
     add = run("add", "--root", str(indexed), "--user", "u_ann", "--subject", "s",
               "--content", "c", "--timestamp", "2026-10-12T10:00:00+00:00")

@@ -80,7 +80,7 @@ def test_status_names_it_too(shared: Path) -> None:
     result = _as_nobody(shared, "status", "--json")
     assert result.returncode == 0, result.stderr
     problems = json.loads(result.stdout)["files_with_problems"]
-    assert {"file": f"{USERS}/carol", "problems": [DENIED]} in problems
+    assert {"file": f"{USERS}/carol", "problems": [DENIED], "lines": [0]} in problems
 
 
 def test_reindex_indexes_the_others_and_names_it(shared: Path) -> None:

@@ -83,7 +83,8 @@ def test_a_log_refused_while_it_stands_still_leaves_the_index_as_a_reindex_does(
     _as_a_reindex_leaves_it(rt, tmp_path / "refused")
     status = CliRunner().invoke(cli, ["status", "--root", str(rt.root), "--json"])
     [named] = json.loads(status.stdout)["files_with_problems"]
-    assert named == {"file": rel, "problems": ["not read: Permission denied"]}
+    assert named == {"file": rel, "problems": ["not read: Permission denied"],
+                     "lines": [0]}
     lint = CliRunner().invoke(cli, ["lint", "--root", str(rt.root)])
     assert lint.exit_code == 1 and f"{rel}: not read: Permission denied" in lint.stdout
     again = Indexer(rt).scan()  # tried again, found as it was: nothing written

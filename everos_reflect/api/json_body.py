@@ -68,6 +68,33 @@ def _finite_float(text: str) -> float:
     return value
 
 
+class NegativeZero(int):
+    """The JSON number ``-0``: the int 0, shown as the client wrote it. ``json`` reads ``-0``
+    as ``0``, and ``"top_k": -0`` was refused "got 0", a value nobody sent. pydantic makes a
+    plain int of it once it is valid, so it goes no further than an error message."""
+
+    def __repr__(self) -> str:
+        return "-0"
+
+    __str__ = __repr__
+
+
+_NEGATIVE_ZERO = NegativeZero(0)
+
+
+def json_int(text: str) -> int:
+    """A JSON integer token as an int; ``-0`` as :class:`NegativeZero`. JSON writes no other
+    integer two ways (no ``+``, no leading zero), so every other token is its int."""
+    return _NEGATIVE_ZERO if text == "-0" else int(text)
+
+
+def int_hook(text: str) -> Any:
+    """``json.loads``'s ``parse_int`` for ``text``: :func:`json_int` when ``text`` may hold a
+    ``-0`` token, else ``None`` (json's own conversion, in C): the hook is a Python call per
+    integer of the body, and most bodies have no ``-0`` in them at all."""
+    return json_int if "-0" in text else None
+
+
 def number_problem(text: str) -> str | None:
     """Why the JSON ``text`` holds a number it may not (:class:`NotAJSONNumber`), else
     ``None`` (also when it is no JSON at all: that is another problem)."""
@@ -97,7 +124,7 @@ def parse_json_body(raw: bytes) -> Any:
         _refuse(f"it is not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})")
     try:
         return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant,
-                          parse_float=_finite_float)
+                          parse_float=_finite_float, parse_int=int_hook(text))
     except NotAJSONNumber as exc:
         _refuse(str(exc))
     except json.JSONDecodeError as exc:

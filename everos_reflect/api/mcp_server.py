@@ -444,6 +444,8 @@ class BoundedLines:
                     held = _with_key_twice(text)
                 if held is None and _ODD_NUMBER.search(line):
                     held = _with_unread_number(text)
+                if held is None and _NEGATIVE_ZERO.search(line):
+                    held = _with_negative_zero(text)
                 if held is None:
                     return text
                 self._count += 1
@@ -538,6 +540,32 @@ def _with_unread_number(line: str) -> dict[str, Any] | None:
     marked = _Unread(data)
     marked.problem = problem
     return marked
+
+
+#: A ``-0`` token as a line may hold one (or a string may: then nothing is held).
+_NEGATIVE_ZERO = re.compile(rb"-0(?![0-9.eE])")
+
+
+def _with_negative_zero(line: str) -> dict[str, Any] | None:
+    """The message on ``line`` read keeping a ``-0`` as written
+    (:class:`~everos_reflect.api.json_body.NegativeZero`) when it is a JSON object that holds
+    one, else ``None``. The SDK's parser reads ``-0`` as ``0``, and ``"top_k": -0`` was
+    refused "got 0", as the HTTP API refused it."""
+    from everos_reflect.api.json_body import json_int
+
+    found = []
+
+    def as_int(text: str) -> int:
+        value = json_int(text)
+        if text == "-0":
+            found.append(value)
+        return value
+
+    try:
+        data = json.loads(line, object_pairs_hook=_pairs, parse_int=as_int)
+    except (ValueError, RecursionError):
+        return None
+    return data if found and isinstance(data, dict) else None
 
 
 def _with_key_twice(line: str) -> dict[str, Any] | None:

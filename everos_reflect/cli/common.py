@@ -105,11 +105,17 @@ def problem_cell(problem: str, notes: dict[str, int]) -> str:
     """What a table (``status``, ``fleet status``) shows of one strategy's problem. The whole
     text in an 80-column cell took 20 lines per strategy, and four strategies that need an
     LLM said the same 300 characters four times: a long problem shows its lead (``needs an
-    LLM``) and a number (kept in ``notes``), and its text is printed once under the table."""
+    LLM``) and a number (kept in ``notes``), and its text is printed once under the table.
+
+    The lead ends where the problems' format ends it, at the first ``": "`` (``needs an LLM:
+    …``, ``<path>:<line>: …``, ``invalid configuration: …``). Cut at the first ``":"``, a
+    problem leading with a path that holds a colon (``C:\\memory is read-only here …``,
+    ``episode-….md:12: …``) was shown ``C``, or the path without its line, and one leading
+    with a URL ``http``."""
     if len(problem) <= PROBLEM_CELL_CHARS:
         return problem
     number = notes.setdefault(problem, len(notes) + 1)
-    lead = problem.split(":", 1)[0]
+    lead = problem.split(": ", 1)[0]
     if len(lead) > PROBLEM_CELL_CHARS:
         lead = lead[:PROBLEM_CELL_CHARS - 1] + "…"
     return f"{lead} [{number}]"
@@ -382,7 +388,7 @@ def say(message: object = "", *, err: bool = False) -> None:
     click.echo(shown(message), err=err)
 
 
-class _OneLineStderr(logging.Handler):
+class OneLineStderr(logging.Handler):
     """Log records as one line each on the current ``sys.stderr``: the message, and for a
     record carrying an exception what it says (:func:`~everos_reflect.errors.describe`)
     instead of the traceback."""
@@ -406,7 +412,7 @@ def one_line_log_records() -> None:
     whole traceback. This replaces only that last resort: ``serve`` and ``fleet`` configure
     logging of their own, with tracebacks, for the daemon's log.
     """
-    handler = _OneLineStderr(logging.WARNING)
+    handler = OneLineStderr(logging.WARNING)
     logging.lastResort = handler
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -9,6 +10,7 @@ import click
 
 from everos_reflect.cli.common import (
     HostName,
+    OneLineStderr,
     SecondsRange,
     WholeRange,
     configure_logging,
@@ -29,7 +31,7 @@ from everos_reflect.model import MAX_LIST_LIMIT, MAX_TRIGGER_WAIT, empty_id, quo
 from everos_reflect.problem_words import lookalike
 
 if TYPE_CHECKING:
-    from everos_reflect.engine.engine import RunOutcome
+    from everos_reflect.engine.engine import Engine, RunOutcome
     from everos_reflect.runtime import Runtime
 
 
@@ -90,20 +92,9 @@ def trigger_cmd(root: str | None, name: str, force: bool, timeout: float,
     else:
         outcome = trigger_via_daemon(runtime, name, force=force, timeout=timeout)
     via = "daemon"
-    engine = None
     if outcome is None:
         via = "in-process"
-        engine = Engine(runtime)
-        outcome = engine.trigger(name, force=force, timeout=timeout, trigger="manual")
-    if engine is not None and outcome.status == "timeout":
-        # In-process, leaving now would kill the run half-way: let it finish, then report it.
-        say("the run goes on in this process; waiting for it to finish", err=True)
-        try:
-            engine.wait_idle()
-        except KeyboardInterrupt:
-            engine.shutdown(timeout=30)
-            fail("interrupted; the run was asked to stop", 130)
-        outcome = engine.outcome_of(outcome.run_id or "") or _finished(runtime, outcome)
+        outcome = _in_process(runtime, Engine(runtime), name, force, timeout)
     if as_json:
         emit_json({**outcome.to_dict(), "via": via})
     else:
@@ -120,6 +111,66 @@ def trigger_cmd(root: str | None, name: str, force: bool, timeout: float,
     code = TRIGGER_EXIT_CODES.get(outcome.status, 1)
     if code:
         sys.exit(code)
+
+
+class RunLog(OneLineStderr):
+    """The log of a run ``trigger`` makes in this process, as Python's last-resort handler
+    printed it (WARNING and up, the message alone, on stderr), less what the outcome it prints
+    says again. The run's closing record (its status, counts and why) is left out, and each
+    warning of the strategy's own logger is held until the run ends, then printed only when
+    the outcome's reason does not carry all it says (every value it quotes): one failed cluster
+    printed its reason three times, as the strategy's warning, as the engine's closing record
+    and as the outcome's reason. A warning the reason cuts short, or one past the failures it
+    names, is still printed."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.held: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from everos_reflect.engine.engine import RUN_SUMMARY
+
+        if getattr(record, RUN_SUMMARY, False):
+            return
+        if record.name.startswith("everos_reflect.strategy."):
+            self.held.append(record)
+            return
+        super().emit(record)
+
+    def print_held(self, error: str | None) -> None:
+        """Print the held warnings whose values ``error`` (the outcome's reason) does not
+        all quote."""
+        held, self.held = self.held, []
+        for record in held:
+            args = record.args if isinstance(record.args, tuple) else (record.args,)
+            if not (error and args and all(str(arg) in error for arg in args)):
+                super().emit(record)
+
+
+def _in_process(runtime: Runtime, engine: Engine, name: str, force: bool,
+                timeout: float) -> RunOutcome:
+    """Run ``name`` in this process (:meth:`Engine.trigger`), its log printed through
+    :class:`RunLog`; a run that outlives ``timeout`` is waited for (leaving now would kill it
+    half-way), then reported."""
+    handler = RunLog()
+    logger = logging.getLogger("everos_reflect")
+    logger.addHandler(handler)
+    outcome = None
+    try:
+        outcome = engine.trigger(name, force=force, timeout=timeout, trigger="manual")
+        if outcome.status == "timeout":
+            say("the run goes on in this process; waiting for it to finish", err=True)
+            try:
+                engine.wait_idle()
+            except KeyboardInterrupt:
+                engine.shutdown(timeout=30)
+                handler.print_held(None)
+                fail("interrupted; the run was asked to stop", 130)
+            outcome = engine.outcome_of(outcome.run_id or "") or _finished(runtime, outcome)
+    finally:
+        logger.removeHandler(handler)
+        handler.print_held(outcome.error if outcome is not None else None)
+    return outcome
 
 
 def outcome_line(outcome: RunOutcome, via: str) -> str:

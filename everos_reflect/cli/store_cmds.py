@@ -8,6 +8,7 @@ The runtime and the Markdown store are imported inside the commands that need th
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import stat
 import tempfile
@@ -93,6 +94,54 @@ def _write_atomic(root: Path, path: Path, text: str) -> None:
         raise
 
 
+#: File systems the kernel serves of itself (``/proc``, ``/sys`` and their kin): they exist,
+#: and take no file a program makes there.
+KERNEL_FILE_SYSTEMS = frozenset({
+    "proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "configfs",
+    "pstore", "bpf", "efivarfs", "fusectl", "binfmt_misc", "mqueue", "hugetlbfs", "devpts"})
+
+
+def file_system_of(path: Path) -> str | None:
+    """The type of the file system ``path`` is on (``proc``, ``ext4``), from the mount table
+    (``/proc/self/mountinfo``, Linux): the mount point that holds it deepest. ``None`` when
+    it cannot be told (another OS, no ``/proc``)."""
+    try:
+        table = Path("/proc/self/mountinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    real = os.path.realpath(path)
+    best, kind = "", None
+    for row in table.splitlines():
+        fields, _, rest = row.partition(" - ")
+        parts = fields.split()
+        if len(parts) < 5 or not rest:
+            continue
+        # the mount point, with a space, tab, newline or backslash written \040-style
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), parts[4])
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, rest.split()[0]
+    return kind
+
+
+def kernel_folder(path: Path, exc: OSError) -> str | None:
+    """Why ``init`` cannot make a root at ``path``, when what failed (``exc``) is a file
+    system the kernel serves of itself (:data:`KERNEL_FILE_SYSTEMS`), else ``None``.
+    ``init /proc/self`` said "No such file or directory: /proc/7674/everos.toml" of a folder
+    that exists, and ``init /sys/kernel`` (as root) "Permission denied": neither is why."""
+    there = path
+    while not there.exists() and there != there.parent:
+        there = there.parent
+    kind = file_system_of(there)
+    if kind not in KERNEL_FILE_SYSTEMS:
+        return None
+    said = exc.strerror or os_reason(exc)
+    where = "it" if there == path else one_line(there)
+    return (f"cannot make a memory root at {one_line(path)}: {where} is on a {kind} file "
+            "system, which the kernel serves of itself and which takes no files a program "
+            f"makes (the OS said \"{said}\"); choose a folder on a disk")
+
+
 def _config_target(root: Path, path: Path) -> Path:
     """The file an edit of ``path`` must replace: a symlinked config file (through any chain of
     links) is written through, as the Markdown store writes through a symlinked log; the rename
@@ -143,11 +192,17 @@ def init_cmd(target: str | None, root: str | None, force: bool, as_json: bool) -
     if existing and not force:
         names = ", ".join(str(p) for p in existing)
         fail(f"refusing to overwrite {names} (use --force to replace)")
-    path.mkdir(parents=True, exist_ok=True)
-    for file in files:  # every link checked first: a refused one leaves both files as they were
-        _config_target(path, file)
-    for file, text in files.items():
-        _write_atomic(path, file, text)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        for file in files:  # every link checked first: a refused one leaves both as they were
+            _config_target(path, file)
+        for file, text in files.items():
+            _write_atomic(path, file, text)
+    except OSError as exc:
+        why = kernel_folder(path, exc)
+        if why is None:
+            raise
+        fail(why)
     if as_json:
         emit_json({"root": str(path), "written": [str(p) for p in files]})
         return
@@ -368,6 +423,19 @@ def _wait(episodes: int) -> str:
     return f"{counted(episodes, 'episode')} {'waits' if episodes == 1 else 'wait'}"
 
 
+def _with_lines(item: dict[str, Any]) -> list[tuple[str, int]]:
+    """Each problem of a ``files_with_problems`` item with its line number (0: the whole
+    file), read from the item's ``lines``, never from the text: split at its first ": ", a
+    message of the whole file that led with a number ("2026: …") was shown on that line. An
+    item without ``lines`` (a daemon of an earlier version) shows each problem as written."""
+    problems = [str(p) for p in item.get("problems") or []]
+    lines = item.get("lines")
+    if not isinstance(lines, list) or len(lines) != len(problems):
+        return [(problem, 0) for problem in problems]
+    return [(problem, line if isinstance(line, int) and not isinstance(line, bool)
+             and line > 0 else 0) for problem, line in zip(problems, lines, strict=True)]
+
+
 def _render_status(doc: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Column, Table
@@ -393,10 +461,9 @@ def _render_status(doc: dict[str, Any]) -> None:
                       "[/red]")
         for item in doc["files_with_problems"]:
             console.print(f"  {one_line(item['file'])}", markup=False)
-            for problem in item["problems"]:
-                line, _, message = str(problem).partition(": ")
-                text = (f"line {line}: {message}" if line.isdigit() and line != "0"
-                        else message if line == "0" else str(problem))
+            for problem, line in _with_lines(item):
+                text = (f"line {line}: {problem.removeprefix(f'{line}: ')}" if line
+                        else problem)
                 console.print(f"    {one_line(text)}", markup=False)
     warned = doc.get("files_with_warnings") or []
     if warned:

@@ -83,6 +83,10 @@ class RunOutcome:
 #: runs are told why they had nothing to do; a scheduled run that found nothing (many an hour
 #: across a fleet) is not made to look through every owner again to say why.
 ASKED = frozenset({"manual", "api"})
+#: The attribute set on the log record of a run's end (its status, counts and why): a caller
+#: that prints the run's outcome itself (an in-process ``trigger``) leaves that record out,
+#: which said the failure's reason a second time.
+RUN_SUMMARY = "everos_run_summary"
 #: How many finished runs' outcomes an engine keeps for :meth:`Engine.outcome_of`.
 KEPT_OUTCOMES = 64
 
@@ -492,7 +496,8 @@ class Engine:
                       if status == OK and trigger in ASKED else None)
             self._finish(run_id, status, why, counts, attempt, reason)
             (log.info if status == OK else log.warning)(
-                "%s: run %s %s %s%s", name, run_id, status, counts, f" ({why})" if why else "")
+                "%s: run %s %s: %s%s", name, run_id, status, counts_words(counts),
+                f" ({why})" if why else "", extra={RUN_SUMMARY: True})
             return RunOutcome(status, name, run_id, counts, error=why,
                               logs_indexed=ctx.logs_indexed, reason=reason)
 
@@ -614,6 +619,14 @@ class Engine:
 
 def _digest(data: bytes | None) -> str:
     return "missing" if data is None else hashlib.sha256(data).hexdigest()
+
+
+def counts_words(counts: Mapping[str, int]) -> str:
+    """A run's counts as a person reads them, in the order the strategy gave them: ``3
+    merged, 0 deferred sources, 1 failed`` (``nothing counted`` for none). The log said
+    ``{'merged': 3, 'deferred_sources': 0}``, a Python dict."""
+    return ", ".join(f"{value:,} {key.replace('_', ' ')}" for key, value in counts.items()) \
+        or "nothing counted"
 
 
 def _clean_counts(counts: object) -> dict[str, int]:
