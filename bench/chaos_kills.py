@@ -290,6 +290,9 @@ class Kills:
     #: copies a run left half done, read as soon as it exited (cleared per kill): the next
     #: start's Reflection run may merge such a copy again, which the invariants then miss
     half_copies: list[str] = field(default_factory=list)
+    #: copies that outlived their merge's row (cleared per kill): nothing of the run that
+    #: committed it could settle them; the next start must (read after it)
+    outlived: list[str] = field(default_factory=list)
     next_day: date = date(2026, 7, 1)
 
     def feed(self, i: int, n: int = 3) -> str:
@@ -392,8 +395,9 @@ class Kills:
         new user's; the run goes on and must leave the copy settled. Half the time the copy
         spans several writes of the commit (a copy of a big folder is no instant): the merge
         day's logs are taken as soon as a row is there, the rest once a row is archived
-        (``deprecated``); a copy that outlived the row (nothing left to settle it: the merge
-        was over before the copy was) is removed again and not counted."""
+        (``deprecated``); a copy that outlived the row (the merge was over before the copy
+        was: nothing of that run could settle it) must be settled by the next start, and is
+        read after it (until session 51 nothing settled it, and it was removed uncounted)."""
         self.feed(i)
         journal = Journal(self.root)
         split = self.rng.random() < 0.5
@@ -418,8 +422,8 @@ class Kills:
             copy = self.copy_user(plan["user_id"], f"u_copy{i}", early=early)
             where += f"copied with the journal at {rows[0][1]}"
             if split and rows[0][0] not in {r[0] for r in journal.rows()}:
-                shutil.rmtree(self.root / user_rel(copy))  # it outlived the merge
-                copy, where = "", where + ", the merge over before the copy: removed"
+                self.outlived.append(user_rel(copy))  # settled by the next start
+                copy, where = "", where + ", the merge over before the copy"
         else:
             where += "the run finished first"
         proc.wait(timeout=600)
@@ -716,6 +720,10 @@ def run_section(root: Path, env: dict[str, str], template: Path, *, n: int, seed
         kills.derived.clear()
         found.live_beside += kills.half_copies
         kills.half_copies.clear()
+        for rel in kills.outlived:  # the next start had to settle it
+            found.live_beside += chaos_reader.half_done(
+                rel, chaos_reader.read_user(root / rel)[0])
+        kills.outlived.clear()
         left = Journal(root).steps()
         if left:
             found.unparseable.append(f"journal rows left after the next start: {left}")

@@ -26,10 +26,19 @@ rows, and the script exits 1.
         [--undo 1]      (the weight of an undo among the steps: 1, the walks as before)
         [--killed]      (a sync may be killed before it tells clustering, the next scan
                          handing the changes over: off, the walks as before)
+        [--no-merging]  (a Reflection step runs on what the walk left, as before session 51:
+                         most such runs merged nothing, e.g. 305 of 344 for seed 54300)
 
-The last line counts the steps made, by kind (a step that found nothing to do is not made;
+A Reflection step first writes two Episodes of one topic for one user, an hour apart (and
+syncs them), so that most runs merge something (an init merge, or an update of the topic's
+narrative): merges, undos and hand edits then interleave, which the walks rarely did. An undo
+then also picks among the narratives a later merge folded in (the undo cascades).
+
+The last lines count the steps made, by kind (a step that found nothing to do is not made;
 one that ran and left every log as it was is counted apart, as "<kind> (no-op)", and marked
-so where the steps are printed).
+so where the steps are printed), then what the walks exercised: Reflection steps and those
+that merged, the merges, the undos done (and the later merges they cascaded to), and the
+hand edits that changed a log.
 
 Known and documented differences are not checked (clustering/service.py): an Episode out of
 time order, or a member deleted or edited away, leaves later Episodes where they joined until
@@ -80,8 +89,14 @@ USERS = ["u_andrew", "u_bob", "u_cy"]
 class Walk:
     def __init__(self, root: Path, rng: random.Random, reflect: int = 2,
                  narrate: int = 0, fresh: bool = False, unparent: int = 0,
-                 files: int = 0, undo: int = 1, killed: bool = False) -> None:
+                 files: int = 0, undo: int = 1, killed: bool = False,
+                 merging: bool = False) -> None:
         self.root, self.rng = root, rng
+        #: a Reflection step first writes two Episodes that cluster (:meth:`feed`)
+        self.merging = merging
+        #: what the walk exercised: Reflection steps, those that merged, merges, undos done
+        #: and the later merges they cascaded to
+        self.exercised: Counter[str] = Counter()
         self.undo = undo  # "undo" entries: one among the 17, the rest after FILE_EDITS
         self.killed = killed  # a sync may be killed before it tells clustering
         self.reflect = reflect  # "reflect" entries among the 17 ops (2: one step in 8.5)
@@ -208,15 +223,25 @@ class Walk:
             merged = [(r[0], r[1], r[2], r[3]) for r in self.rt.db().execute(
                 "SELECT app_id, project_id, user_id, id FROM entries WHERE kind='episode' AND "
                 "parent_type='cluster' AND deprecated_by IS NULL ORDER BY 1, 2, 3, 4")]
+            if self.merging:  # and a narrative a later merge folded in: the undo cascades
+                merged += [(r[0], r[1], r[2], r[3]) for r in self.rt.db().execute(
+                    "SELECT a.app_id, a.project_id, a.user_id, a.id FROM entries a JOIN "
+                    "entries b ON b.app_id=a.app_id AND b.project_id=a.project_id AND "
+                    "b.user_id=a.user_id AND b.id=a.deprecated_by WHERE a.kind='episode' AND "
+                    "a.parent_type='cluster' AND b.parent_type='cluster' ORDER BY 1, 2, 3, 4")]
             if not merged:
                 return []
             app, project, user, entry_id = self.rng.choice(merged)
             try:
-                undo_merge(self.rt, UserRef(app, project, user), entry_id, cascade=True)
+                result = undo_merge(self.rt, UserRef(app, project, user), entry_id,
+                                    cascade=True)
             except EverosError as exc:
                 self.steps.append(f"undo {user} {entry_id} refused: {exc}")
                 return []
-            self.steps.append(f"undo {user} {entry_id}")
+            self.exercised.update({"undos": 1, "cascaded": len(result.cascaded)})
+            self.steps.append(f"undo {user} {entry_id}"
+                              + (f" (cascaded {len(result.cascaded)})" if result.cascaded
+                                 else ""))
             return []
         if op == "rename":
             users_dir = path.parent.parent.parent
@@ -232,9 +257,34 @@ class Walk:
             self.steps.append(f"rename {user} -> {to}")
             return touched + old
         if op == "reflect":
-            self.steps.append(f"reflect {run_reflection(self.rt, f'run_{len(self.steps)}')}")
-            return []
+            fed, touched = self.feed() if self.merging else ("", [])
+            counts = run_reflection(self.rt, f"run_{len(self.steps)}")
+            merged = int(counts.get("merged", 0))
+            self.exercised.update({"reflect": 1, "reflect merging": int(merged > 0),
+                                   "merges": merged})
+            self.steps.append(f"reflect{fed} {counts}")
+            return touched
         return []
+
+    def feed(self) -> tuple[str, list[Path]]:
+        """Two Episodes of one topic for one user, an hour apart, written and synced before a
+        Reflection run: they cluster (with each other, or with the topic's cluster, whose
+        narrative an update merge then folds them into), so the run merges. Without them
+        most runs found no cluster to merge (the walk's Episodes spread over three topics,
+        three users and days). Returns the step's words and the logs written."""
+        user = UserRef.of(self.rng.choice(self.users))
+        subject = self.rng.choice(sorted({s for s, _ in TOPICS}))
+        written = []
+        for content in [c for s, c in TOPICS if s == subject]:
+            self.clock += timedelta(hours=1)
+            written.append(self.rt.store.append(
+                user, Kind.EPISODE, {"timestamp": self.clock.isoformat(),
+                                     "parent_type": "memcell", "parent_id": "mc_1"},
+                {"Subject": subject, "Content": content}, day=self.clock.date()))
+        touched = list(dict.fromkeys(self.rt.store.path_for_id(user, e.id) for e in written))
+        Indexer(self.rt).sync_paths(touched)
+        return (f" (fed {user.user_id} {subject}: {', '.join(e.id for e in written)})",
+                touched)
 
     def narrative_by_hand(self) -> list[Path]:
         """A narrative a person writes into a log: ``parent_type: cluster`` and the id of a
@@ -519,6 +569,21 @@ FILE_EDITS = ("redate", "shift", "dropday", "restore", "reid", "unarchive", "rep
               "retime")
 
 
+#: the steps a person makes by hand in a text editor or a file manager (not ``add``, which
+#: the product writes, nor Reflection or undo)
+HAND = ("archive", "revive", "delete", "edit", "move", "copy", "rename", "narrate", "unparent",
+        *FILE_EDITS)
+
+
+def exercised_line(exercised: Counter[str], kinds: Counter[str]) -> str:
+    """What the walks exercised: Reflection steps (those that merged, and the merges), undos
+    done (and the later merges they cascaded to), hand edits that changed a log."""
+    hand = sum(n for k, n in kinds.items() if k in HAND)
+    return (f"exercised: {exercised['reflect']} Reflection steps, {exercised['reflect merging']} "
+            f"of them merging ({exercised['merges']} merges); {exercised['undos']} undos "
+            f"({exercised['cascaded']} later merges cascaded to); {hand} hand edits")
+
+
 def close_round(steps: list[str], made: int, how: str, kinds: Counter[str]) -> list[str]:
     """End one round of edits (``steps[made:]``, recorded since the last sync) once it is
     synced ``how``: the round becomes one line tagged with the sync (a line "no edit" when
@@ -596,6 +661,10 @@ def main() -> int:
                     help="a sync of the touched logs may be killed once it wrote the index, "
                          "before clustering was told (its publish notes left); the next scan "
                          "hands the changes over (off: the walks of a seed as before)")
+    ap.add_argument("--merging", action=argparse.BooleanOptionalAction, default=True,
+                    help="a Reflection step first writes two Episodes that cluster, so most "
+                         "runs merge (--no-merging: the walks of a seed as before session 51, "
+                         "whose runs mostly merged nothing)")
     ap.add_argument("--fresh", action="store_true",
                     help="a narrative by hand may name a cluster id no cluster holds, or a "
                          "parent_id that is not a cluster id")
@@ -606,6 +675,7 @@ def main() -> int:
     started = time.monotonic()
     done = known = 0
     kinds: Counter[str] = Counter()  # the steps made (not those that found nothing to do)
+    exercised: Counter[str] = Counter()  # merges, undos (Walk.exercised), over the walks
     for walk_no in range(args.walks):
         if time.monotonic() - started > args.minutes * 60:
             break
@@ -613,7 +683,7 @@ def main() -> int:
         rng = random.Random(seed)
         with tempfile.TemporaryDirectory() as tmp:
             walk = Walk(Path(tmp) / "root", rng, args.reflect, args.narrate, args.fresh,
-                        args.unparent, args.files, args.undo, args.killed)
+                        args.unparent, args.files, args.undo, args.killed, args.merging)
             try:
                 Indexer(walk.rt).scan()
                 made = 0
@@ -647,11 +717,13 @@ def main() -> int:
                             print("   ", d)
                         return 1
             finally:
+                exercised.update(walk.exercised)
                 walk.close()
         done += 1
     print(f"{done} walks of {args.steps} steps: live equals reindex after every step "
           f"({known} documented differences, reclustered; {time.monotonic() - started:.0f} s)")
     print("steps made: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
+    print(exercised_line(exercised, kinds))
     return 0
 
 

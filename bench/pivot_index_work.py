@@ -24,8 +24,15 @@ fresh copy, by ``UserClusters.assign_run`` alone (the rule in memory, without th
 newer version, which reads SQLite): the least CPU-µs per Episode of the N, the figure least
 disturbed by a shared machine, at ten points of the history.
 
+``--shapes N``: the same kept runs, and on each the scoring of the far pairs
+(:meth:`_PivotGroups.near`) in the shapes session 51 tried against the shipped one, in turn,
+least CPU-µs per Episode of N (:func:`shapes`); each shape's pairs are checked to hold every
+pair the shipped scorer's exact filter keeps, and the run's block work is counted (pairs in
+blocks, those at the float32 floor, those a member's own angle test would leave, and those
+with each group's radius tight to its members' spreads).
+
     PYTHONPATH=.:bench python bench/pivot_index_work.py LOCOMO_JSON --vectors-cache V \
-        [--scale 20] [--consolidate-days 30] [--distinct-texts] [--replay 15]
+        [--scale 20] [--consolidate-days 30] [--distinct-texts] [--replay 15] [--shapes 15]
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import collections
 import copy
 import functools
 import gc
+import math
 import sys
 import tempfile
 import time
@@ -150,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replay", type=int, default=0, metavar="N",
                         help="place the first run of each tenth again N times, the rule "
                              "alone, and print the least CPU-µs per Episode")
+    parser.add_argument("--shapes", type=int, default=0, metavar="N",
+                        help="on the first run of each tenth, time the far pairs' scorer "
+                             "in each shape tried, least of N, and count its block work")
     args = parser.parse_args(argv)
     settings = Settings()
     settings = replace(settings, clustering=replace(settings.clustering, member_threshold=0.0))
@@ -183,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
                 tenths.append((0, 0.0, collections.Counter(), collections.Counter()))
                 cpu.clear()
                 work.clear()
-                keep_next[0] = args.replay > 0
+                keep_next[0] = args.replay > 0 or args.shapes > 0
             counting = cpu["counting"]
             t0 = time.process_time()
             bc.place_chunk(svc, chunk, bc.by_owner_of(chunk), refs, entries, lone=False)
@@ -207,12 +218,23 @@ def main(argv: list[str] | None = None) -> int:
               + " ".join(f"{spent[s] / count * 1e6:6.2f}" for s in steps) + " | "
               + " ".join(f"{did[w] / count:7.3f}" for w in kinds))
     print("whole stream, per Episode: " + ", ".join(f"{w} {sums[w] / n:.3f}" for w in kinds))
-    if kept:
-        for owner, name, fn in originals:  # the rule as shipped, without the counters
-            setattr(owner, name, fn)
+    for owner, name, fn in originals:  # the rule as shipped, without the counters
+        setattr(owner, name, fn)
+    if kept and args.replay:
         print(f"the first run of each tenth placed again by assign_run alone, least of "
               f"{args.replay} (CPU-µs per Episode):")
         print("  " + ", ".join(f"{replay(*run, args.replay):.1f}" for run in kept))
+    if kept and args.shapes:
+        print(f"the far pairs of the first run of each tenth scored in each shape, least of "
+              f"{args.shapes} (CPU-µs per Episode; the shapes in turn), and the run's block "
+              "work (pairs per Episode):")
+        for k, run in enumerate(kept):
+            if not run[0]._groups.group_of:
+                print(f"{k} | no consolidated cluster yet")
+                continue
+            timed, did = shapes(*run, args.shapes)
+            print(f"{k} | " + ", ".join(f"{name} {v:.2f}" for name, v in timed.items())
+                  + " | " + ", ".join(f"{name} {v:.1f}" for name, v in did.items()))
     return 0
 
 
@@ -230,6 +252,194 @@ def replay(state: Any, vectors: np.ndarray, ts: list[float], kw: dict[str, Any],
         fresh.assign_run(vectors, ts, lambda i: f"cl_replay_{i:08d}", **kw)
         best = min(best, time.process_time() - t0)
     return best / len(ts) * 1e6
+
+
+def _blocks_one_buffer(items: np.ndarray, groups: np.ndarray, flat: np.ndarray,
+                       starts: np.ndarray, sizes: np.ndarray, vectors: np.ndarray,
+                       centroids: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray]:
+    """The big groups' blocks from one gather of the items and one of the members (group
+    by group), each product written into one buffer, one comparison for all: the numpy
+    calls per group cut to a product."""
+    order = np.argsort(groups, kind="stable")
+    bi, bg = items[order], groups[order]
+    cuts = np.flatnonzero(bg[1:] != bg[:-1]) + 1
+    lo = np.concatenate(([0], cuts))
+    hi = np.concatenate((cuts, [bg.size]))
+    gs = bg[lo]
+    n_mem = sizes[gs]
+    mem_end = np.cumsum(n_mem)
+    mem_off = mem_end - n_mem
+    mem_idx = flat[np.repeat(starts[gs] - mem_off, n_mem) + np.arange(int(mem_end[-1]))]
+    m = centroids[mem_idx]
+    v = vectors[bi]
+    cells = (hi - lo) * n_mem
+    out_end = np.cumsum(cells)
+    out_off = out_end - cells
+    buf = np.empty(int(out_end[-1]), dtype=m.dtype)
+    for a, b, c, d, o, e in zip(lo.tolist(), hi.tolist(), mem_off.tolist(), mem_end.tolist(),
+                                out_off.tolist(), out_end.tolist(), strict=True):
+        np.matmul(v[a:b], m[c:d].T, out=buf[o:e].reshape(b - a, d - c))
+    hit = np.flatnonzero(buf >= floor)
+    k = np.searchsorted(out_end, hit, side="right")
+    i_l, m_l = np.divmod(hit - out_off[k], n_mem[k])
+    return mem_idx[mem_off[k] + m_l], bi[lo[k] + i_l]
+
+
+def _blocks_gathered(items: np.ndarray, groups: np.ndarray, flat: np.ndarray,
+                     starts: np.ndarray, sizes: np.ndarray, vectors: np.ndarray,
+                     centroids: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray]:
+    """The big groups' blocks as :meth:`_PivotGroups.near` ships them: per group, its
+    members' rows gathered and one product against the items that reach it."""
+    order = np.argsort(groups, kind="stable")
+    bi, bg = items[order], groups[order]
+    cuts = (np.flatnonzero(bg[1:] != bg[:-1]) + 1).tolist()
+    rows, its = [], []
+    for lo, hi in zip([0, *cuts], [*cuts, bg.size], strict=True):
+        g = int(bg[lo])
+        members = flat[int(starts[g]):int(starts[g] + sizes[g])]
+        at = bi[lo:hi]
+        ii, mm = (vectors[at] @ centroids[members].T >= floor).nonzero()
+        rows.append(members[mm])
+        its.append(at[ii])
+    return np.concatenate(rows), np.concatenate(its)
+
+
+def _blocks_sliced(items: np.ndarray, groups: np.ndarray, flat: np.ndarray,
+                   starts: np.ndarray, sizes: np.ndarray, vectors: np.ndarray,
+                   rows32: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray]:
+    """The big groups' blocks on slices of ``rows32``, the members' rows in the layout's
+    order (a contiguous copy: no gather of the members' rows per group)."""
+    order = np.argsort(groups, kind="stable")
+    bi, bg = items[order], groups[order]
+    cuts = (np.flatnonzero(bg[1:] != bg[:-1]) + 1).tolist()
+    rows, its = [], []
+    for lo, hi in zip([0, *cuts], [*cuts, bg.size], strict=True):
+        g = int(bg[lo])
+        start = int(starts[g])
+        end = start + int(sizes[g])
+        at = bi[lo:hi]
+        ii, mm = (vectors[at] @ rows32[start:end].T >= floor).nonzero()
+        rows.append(flat[start:end][mm])
+        its.append(at[ii])
+    return np.concatenate(rows), np.concatenate(its)
+
+
+def _small_dense(groups_index: Any, cosines: np.ndarray, items: np.ndarray,
+                 groups: np.ndarray, reach: float, vectors: np.ndarray,
+                 centroids: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray]:
+    """The small groups' pairs (those the member's angle test leaves) scored as one dense
+    product: the distinct members reached against every item of the run, the pairs read
+    out of it."""
+    flat, spreads, starts, sizes = groups_index._positions()
+    at, its = groups_index._members_near(cosines, items, groups, reach, spreads, starts,
+                                         sizes)
+    mark = np.zeros(flat.size, dtype=bool)
+    mark[at] = True
+    distinct = np.flatnonzero(mark)
+    index = np.cumsum(mark) - 1
+    product = centroids[flat[distinct]] @ vectors.T
+    keep = product[index[at], its] >= floor
+    return flat[at[keep]], its[keep]
+
+
+def shapes(state: Any, vectors: np.ndarray, ts: list[float], kw: dict[str, Any],
+           times: int) -> tuple[dict[str, float], dict[str, float]]:
+    """On one kept run (the owner's clusters before it): the far pairs scored by
+    :meth:`_PivotGroups.near` as shipped and in the shapes tried, in turn, ``times`` rounds,
+    least CPU-µs per Episode each; and the run's block work per Episode. Every shape's
+    pairs must hold the pairs whose exact product reaches the rejoin threshold (else it
+    stops: such a shape would change a decision)."""
+    groups = state._groups
+    groups.tidy()
+    v32 = np.ascontiguousarray(vectors, dtype=np.float32)
+    v64 = v32.astype(np.float64)
+    c32 = state._c32
+    threshold = kw["rejoin_threshold"]
+    reach = matrix._reach(threshold)
+    floor = threshold - 2.0 * (v32.shape[1] + 2) * 2.0 ** -24
+    bounds = groups.cosines(v32)
+    empty = np.empty(0, dtype=np.int64)
+    rows, items_, _ = state._rejoin_pairs(bounds, v32, v64, threshold, empty)
+    want = set(zip(rows.tolist(), items_.tolist(), strict=True))
+    items, reached = groups._reached(bounds, reach)
+    flat, spreads, starts, sizes = groups._positions()
+    big = sizes[reached] >= matrix.BLOCK_MEMBERS
+    kept_rows = c32[flat]  # as if kept contiguous between runs (not timed: a bound)
+
+    def main_near() -> tuple[np.ndarray, np.ndarray]:
+        return groups.near(bounds, v32, c32, reach, floor)  # type: ignore[no-any-return]
+
+    def parts(big_part: Callable[[], tuple[np.ndarray, np.ndarray]],
+              small_part: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None
+              ) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
+        def run() -> tuple[np.ndarray, np.ndarray]:
+            its, grs = groups._reached(bounds, reach)
+            fl, sp, st, sz = groups._positions()
+            large = sz[grs] >= matrix.BLOCK_MEMBERS
+            if small_part is None:
+                at, its_s = groups._members_near(bounds, its[~large], grs[~large], reach, sp,
+                                                 st, sz)
+                r = fl[at]
+                keep = matrix._pair_dots(c32, r, v32, its_s) >= floor
+                small = (r[keep], its_s[keep])
+            else:
+                small = small_part()
+            b = big_part() if large.any() else (empty, empty)
+            return np.concatenate([small[0], b[0]]), np.concatenate([small[1], b[1]])
+        return run
+
+    bi, bg = items[big], reached[big]
+    si, sg = items[~big], reached[~big]
+    tried: dict[str, Callable[[], tuple[np.ndarray, np.ndarray]]] = {
+        "shipped": main_near,
+        "one buffer": parts(lambda: _blocks_one_buffer(bi, bg, flat, starts, sizes, v32,
+                                                       c32, floor)),
+        "contiguous, copied per run": parts(lambda: _blocks_sliced(
+            bi, bg, flat, starts, sizes, v32, c32[flat], floor)),
+        "contiguous, kept": parts(lambda: _blocks_sliced(bi, bg, flat, starts, sizes, v32,
+                                                         kept_rows, floor)),
+        # the shipped blocks, with the small groups' pairs as one dense product
+        "small dense": parts(
+            lambda: _blocks_gathered(bi, bg, flat, starts, sizes, v32, c32, floor),
+            lambda: _small_dense(groups, bounds, si, sg, reach, v32, c32, floor)),
+    }
+    best = dict.fromkeys(tried, float("inf"))
+    with matrix.one_blas_thread():
+        for name, fn in tried.items():
+            got = fn()
+            missing = want - set(zip(got[0].tolist(), got[1].tolist(), strict=True))
+            if missing:
+                raise SystemExit(f"{name}: {len(missing)} pairs at the threshold left out")
+        for _ in range(times):
+            for name, fn in tried.items():
+                t0 = time.process_time()
+                fn()
+                best[name] = min(best[name], time.process_time() - t0)
+    n = len(ts)
+    block = floor_pass = spread_pass = 0
+    for it, g in zip(bi.tolist(), bg.tolist(), strict=True):
+        lo, hi = int(starts[g]), int(starts[g] + sizes[g])
+        block += hi - lo
+        floor_pass += int((c32[flat[lo:hi]] @ v32[it] >= floor).sum())
+        spread_pass += int((bounds[it, g] >= matrix._cos_limit(spreads[lo:hi] + reach)).sum())
+    tight = np.array([max((groups.spread[c] for c in m), default=0.0) for m in groups.members])
+    near_tight = bounds >= matrix._cos_limit(tight + reach)
+    large = sizes >= matrix.BLOCK_MEMBERS
+    # how tight a big group's members sit: a sub-pivot could prune only members close to
+    # one another (within ~0.15 rad: the reach is ~0.64)
+    crowded = members = 0
+    for g in np.flatnonzero(large).tolist():
+        rows32 = c32[flat[int(starts[g]):int(starts[g] + sizes[g])]]
+        close = rows32 @ rows32.T >= math.cos(0.15)
+        np.fill_diagonal(close, False)
+        crowded += int(close.any(axis=1).sum())
+        members += rows32.shape[0]
+    did = {"big-group members": float(members),
+           "of them within 0.15 rad of another": float(crowded),
+           "in blocks": block / n, "at the floor": floor_pass / n,
+           "left by the member test": spread_pass / n,
+           "in blocks with tight radii": float((near_tight[:, large] * sizes[large]).sum()) / n}
+    return {k: v / n * 1e6 for k, v in best.items()}, did
 
 
 if __name__ == "__main__":

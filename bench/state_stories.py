@@ -64,6 +64,8 @@ from everos_reflect.briefing.build import build_briefing
 from everos_reflect.clustering.service import ClusterService
 from everos_reflect.embedding import CachingEmbedder, make_embedder
 from everos_reflect.engine.engine import Engine
+from everos_reflect.index.recency import RECENCY_COSINE, latest_first
+from everos_reflect.index.recency import key as recency_key
 from everos_reflect.index.search import search
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm.extractive import (
@@ -263,27 +265,36 @@ def ranking(rt: Runtime, stories: Sequence[dict[str, Any]],
             state_ids: dict[str, list[str]]) -> dict[str, Any]:
     """Before any merge: asked about a story's state ("<name> <domain>", e.g. "Sam car"), does
     the latest state Episode rank above every earlier state Episode of the story? Shipped
-    search (latest version first, index/recency.py) against its plain fused order, and the
-    briefing's records (``briefing_*``: the same rule against relevance alone), in the same
-    run."""
+    search (latest version first, index/recency.py: by vectors or by words) against its
+    plain fused order and against the same rule by the stored vectors alone (``vectors``:
+    what search did before it read words), and the briefing's records (``briefing_*``: the
+    shipped rule against relevance alone), in the same run. Each count also per half
+    (``<name>_<half>_...``)."""
     user_of = {s["id"]: u for u, mine in users_of(stories).items() for s in mine}
     counts: Counter[str] = Counter()
     for s in stories:
         ids = state_ids[s["id"]]
         query = f"{s['name']} {s['domain']}"
-        plain = search(rt, query, top_k=10, user_id=user_of[s["id"]], latest_first_order=False)
-        shipped = search(rt, query, top_k=10, user_id=user_of[s["id"]])
         ref = UserRef.of(user_of[s["id"]])
+        plain = search(rt, query, top_k=10, user_id=ref.user_id, latest_first_order=False)
+        shipped = search(rt, query, top_k=10, user_id=ref.user_id)
+        stored = rt.vectors.get_vectors(Kind.EPISODE, ref, [h.id for h in plain])
+        by_vectors = latest_first([replace(h) for h in plain],
+                                  {recency_key(h): stored[h.id] for h in plain if h.id in stored},
+                                  threshold=RECENCY_COSINE)
         told = {flag: [i.id for i in build_briefing(rt, ref, query, max_tokens=MAX_BRIEFING_TOKENS,
                                                     latest_first_order=flag).items]
                 for flag in (False, True)}
         for name, order in (("plain", [h.id for h in plain]),
+                            ("vectors", [h.id for h in by_vectors]),
                             ("shipped", [h.id for h in shipped]),
                             ("briefing_plain", told[False]), ("briefing_shipped", told[True])):
             if ids[-1] in order:
-                counts[f"{name}_found"] += 1
-                if all(order.index(ids[-1]) < order.index(i) for i in ids[:-1] if i in order):
-                    counts[f"{name}_latest_first"] += 1
+                first = all(order.index(ids[-1]) < order.index(i) for i in ids[:-1]
+                            if i in order)
+                for label in (name, f"{name}_{s['split']}"):
+                    counts[f"{label}_found"] += 1
+                    counts[f"{label}_latest_first"] += first
     counts["n"] = len(stories)
     return dict(counts)
 
@@ -391,17 +402,20 @@ def markdown(result: dict[str, Any]) -> str:
                      f"{p['reflect_seconds']} |")
     r = result.get("ranking")
     if r:
+        def told(name: str, half: str = "") -> str:
+            label = f"{name}_{half}" if half else name
+            return f"{r.get(f'{label}_latest_first', 0)} of {r.get(f'{label}_found', 0)}"
+
         lines += ["", "Ranking before any merge, asked \"<name> <domain>\" (top 10): the latest "
                   "state Episode ranks above the story's earlier states in "
-                  f"{r.get('shipped_latest_first', 0)} of {r.get('shipped_found', 0)} stories "
-                  f"where it is found with the shipped search, against "
-                  f"{r.get('plain_latest_first', 0)} of {r.get('plain_found', 0)} in its plain "
+                  f"{told('shipped')} stories where it is found with the shipped search "
+                  f"(report half {told('shipped', 'report')}), against {told('vectors')} "
+                  f"(report {told('vectors', 'report')}) with the rule by stored vectors "
+                  f"alone and {told('plain')} (report {told('plain', 'report')}) in its plain "
                   "fused order (same run). The briefing's records (same question, whole "
-                  "budget): latest first in "
-                  f"{r.get('briefing_shipped_latest_first', 0)} of "
-                  f"{r.get('briefing_shipped_found', 0)} stories, against "
-                  f"{r.get('briefing_plain_latest_first', 0)} of "
-                  f"{r.get('briefing_plain_found', 0)} by relevance alone (same run)."]
+                  f"budget): latest first in {told('briefing_shipped')} stories (report "
+                  f"{told('briefing_shipped', 'report')}), against {told('briefing_plain')} "
+                  f"(report {told('briefing_plain', 'report')}) by relevance alone (same run)."]
     cut = chosen.get("briefed_cut")
     if cut:
         told = "; ".join(

@@ -16,6 +16,12 @@ refused: the clusters would differ).
         [--scale 20] [--repeated-texts] [--tree OLD --tree .] [--rounds 3] [--repeat 3]
         [--profile 30]
 
+``--split N``: ``tells_change``'s calls replayed cold N times, its three stages timed apart
+(the word gate, the change patterns, the full reading of the texts that pass both: least
+CPU-ms each), then one cold pass of all the calls in their order counting the sentences read
+in full (``_reading``'s misses) within each function: how much of a text's full reading
+``tells_newer_version`` does again after ``tells_change`` did it.
+
 ``--calls``: where the recorded calls go (written when missing, read otherwise: record once,
 replay in any tree). Printed per tree and round: the least CPU-ms over ``--repeat`` passes of
 each function's calls, and the two together per Episode of the stream. ``--profile N``: one
@@ -101,6 +107,55 @@ def profile(calls_path: str, top: int) -> None:
     pstats.Stats(prof).sort_stats("cumulative").print_stats(top)
 
 
+def split(calls_path: str, repeat: int) -> dict[str, Any]:
+    """``tells_change``'s stages apart (least CPU over ``repeat`` cold passes), and the full
+    readings each function makes in one cold pass of every call in its order."""
+    from everos_reflect.llm import extractive as x
+
+    recorded = json.loads(Path(calls_path).read_text())
+    calls, episodes = recorded["calls"], recorded["episodes"]
+    texts = [a for kind, a, _, _ in calls if kind == "change"]
+    stages = ("gate", "patterns", "reading")
+    best = dict.fromkeys(stages, float("inf"))
+    passed = dict.fromkeys(stages, 0)
+    clock = time.process_time
+    for _ in range(repeat):
+        forget()
+        spent = dict.fromkeys(stages, 0.0)
+        passed = dict.fromkeys(stages, 0)
+        for text in texts:
+            t0 = clock()
+            ok = x._may_tell_change(text)
+            spent["gate"] += clock() - t0
+            passed["gate"] += 1
+            if not ok:
+                continue
+            t0 = clock()
+            ok = any(r.search(text) for r in x._CHANGE_MARKS)
+            spent["patterns"] += clock() - t0
+            passed["patterns"] += 1
+            if not ok:
+                continue
+            t0 = clock()
+            any(x._sentence_tells_change(t) for t in x._version_text(text).sentences)
+            spent["reading"] += clock() - t0
+            passed["reading"] += 1
+        for stage in stages:
+            best[stage] = min(best[stage], spent[stage])
+    forget()
+    readings = {"change": 0, "newer": 0}
+    for kind, a, b, _ in calls:
+        before = x._reading.cache_info().misses
+        x.tells_change(a) if kind == "change" else x.tells_newer_version(a, b)
+        readings[kind] += x._reading.cache_info().misses - before
+    return {**{f"{s}_calls": passed[s] for s in stages},
+            **{f"{s}_ms": round(best[s] * 1000, 1) for s in stages},
+            "us_per_episode": round(sum(best.values()) / episodes * 1e6, 2),
+            "sentences_read_by_tells_change": readings["change"],
+            "sentences_read_by_tells_newer_version": readings["newer"],
+            "load": round(os.getloadavg()[0], 1)}
+
+
 def measure(calls_path: str, repeat: int) -> dict[str, Any]:
     """The recorded calls replayed ``repeat`` times, cold each time: least CPU-ms each."""
     from everos_reflect.llm.extractive import tells_change, tells_newer_version
@@ -144,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--profile", type=int, default=0, metavar="N")
+    ap.add_argument("--split", type=int, default=0, metavar="N",
+                    help="tells_change's stages apart, least of N cold passes, and the "
+                         "full readings each function makes")
     args = ap.parse_args(argv)
     here = Path(__file__).resolve().parent.parent
     if not args.calls.exists():
@@ -156,6 +214,11 @@ def main(argv: list[str] | None = None) -> int:
         for tree in trees:
             row = call_in_tree(tree.resolve(), "version_join_cost", call)
             print(json.dumps({"round": r + 1, **row}), flush=True)
+    if args.split:
+        for tree in trees:
+            row = call_in_tree(tree.resolve(), "version_join_cost",
+                               f"split({str(args.calls.resolve())!r}, {args.split})")
+            print(json.dumps({"split": True, **row}), flush=True)
     if args.profile:
         profile(str(args.calls), args.profile)
     return 0

@@ -300,7 +300,8 @@ def latest_rows_first(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     float(r["_similarity"])) for r in rows]
     vectors = {recency_key(h): np.asarray(h.row["vector"], dtype=np.float32) for h in hits
                if h.row.get("vector") is not None}
-    return [h.row for h in latest_first(hits, vectors, threshold=RECENCY_COSINE)]
+    texts = {recency_key(h): str(h.row.get("text") or "") for h in hits}
+    return [h.row for h in latest_first(hits, vectors, threshold=RECENCY_COSINE, texts=texts)]
 
 
 def _row_item(runtime: Runtime, ref: UserRef, row: dict[str, Any],

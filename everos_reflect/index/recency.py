@@ -18,6 +18,16 @@ pulled later sessions above the best hit: recall within 200 words fell 14 points
 conversations 0–4 (before any merge). At 0.85 (0.4 % of pairs) that loss is 0.4 point while the
 latest state of a story still ranks first in 29 of 44 calibration stories instead of 21
 (``bench/state_stories.py``; figures from the calibration halves only).
+
+A new version often says something its old one does not ("Sam drives a Honda Civic" / "Sam
+sold the Civic and bought a Tesla": cosine well under the threshold), so given the hits' texts
+the offline merge's version join is asked too
+(:func:`~everos_reflect.llm.extractive.tells_newer_version`, words alone, deterministic): a
+later hit whose sentence tells a change of a fact an earlier hit states moves above it, at
+any cosine. Reading words costs far more than a dot product, so only the first
+:data:`TEXT_VERSION_HITS` hits of each owner are read, each up to
+:data:`TEXT_VERSION_CHARS` characters (``bench/latest_first_cost.py``: a search of 100 hits
+of 256 KiB each, every pair read).
 """
 
 from __future__ import annotations
@@ -27,6 +37,8 @@ from datetime import UTC, datetime
 from typing import Protocol, TypeVar
 
 import numpy as np
+
+from everos_reflect.llm.extractive import tells_change, tells_newer_version
 
 
 class Ranked(Protocol):
@@ -43,6 +55,13 @@ H = TypeVar("H", bound=Ranked)
 
 #: Cosine of two hits' stored vectors at which the later one counts as a new version.
 RECENCY_COSINE = 0.85
+#: Hits of each owner, the best first, whose texts the version join reads (a search returns
+#: at most 100; a state question's versions are among its first few).
+TEXT_VERSION_HITS = 10
+#: Characters of a hit's text the version join reads (an entry may hold 256 KiB).
+TEXT_VERSION_CHARS = 2000
+
+Key = tuple[str, str, str, str, str]
 
 
 def owner(hit: Ranked) -> tuple[str, str, str, str]:
@@ -55,27 +74,28 @@ def key(hit: Ranked) -> tuple[str, str, str, str, str]:
     return (*owner(hit), hit.id)
 
 
-def latest_first(hits: Sequence[H], vectors: Mapping[tuple[str, str, str, str, str], np.ndarray],
-                 *, threshold: float) -> list[H]:
+def latest_first(hits: Sequence[H], vectors: Mapping[Key, np.ndarray], *, threshold: float,
+                 texts: Mapping[Key, str] | None = None) -> list[H]:
     """``hits`` (best first) with every later version moved just above the earliest-ranked
     version of it; its score is raised to that hit's so scores stay non-increasing.
 
     ``vectors`` maps ``(*owner(hit), hit.id)`` to a unit vector; hits without one keep their
-    place. Each hit moves at most once per earlier hit, so the loop ends (O(n²) for the n ≤ 100
-    hits of one search).
+    place. ``texts`` (same keys) lets the version join read the first hits' words as well
+    (see the module docstring). Each pair is judged once; each hit moves at most once per
+    earlier hit, so the loop ends.
     """
     order = list(hits)
+    judge = _Judge(order, vectors, threshold, _readable(order, texts) if texts else {})
     moved = True
     guard = len(order) ** 2 + 1
     while moved and guard > 0:
         moved = False
         guard -= 1
         for j, newer in enumerate(order):
-            vj = vectors.get(key(newer))
-            if vj is None or _when(newer) is None:
+            if not judge.may_be_newer(newer):
                 continue
             target = next((i for i, older in enumerate(order[:j])
-                           if _supersedes(newer, older, vj, vectors, threshold)), None)
+                           if judge.supersedes(newer, older)), None)
             if target is not None:
                 order.pop(j)
                 newer.score = max(newer.score, order[target].score)
@@ -85,16 +105,64 @@ def latest_first(hits: Sequence[H], vectors: Mapping[tuple[str, str, str, str, s
     return order
 
 
-def _supersedes(newer: Ranked, older: Ranked, vec: np.ndarray,
-                vectors: Mapping[tuple[str, str, str, str, str], np.ndarray],
-                threshold: float) -> bool:
-    if owner(newer) != owner(older):
-        return False
-    a, b = _when(newer), _when(older)
-    if a is None or b is None or a <= b:
-        return False
-    other = vectors.get(key(older))
-    return other is not None and float(np.dot(vec, other)) >= threshold
+def _readable(hits: Sequence[Ranked], texts: Mapping[Key, str]) -> dict[Key, str]:
+    """The texts the version join reads: of each owner's first :data:`TEXT_VERSION_HITS`
+    hits, the first :data:`TEXT_VERSION_CHARS` characters."""
+    seen: dict[tuple[str, str, str, str], int] = {}
+    kept: dict[Key, str] = {}
+    for hit in hits:
+        n = seen.get(owner(hit), 0)
+        seen[owner(hit)] = n + 1
+        if n < TEXT_VERSION_HITS and (text := texts.get(key(hit))):
+            kept[key(hit)] = text[:TEXT_VERSION_CHARS]
+    return kept
+
+
+class _Judge:
+    """Is one hit a later version of another: each hit's date read once, each pair judged
+    once (the ranking loop asks a pair again after every move)."""
+
+    def __init__(self, hits: Sequence[Ranked], vectors: Mapping[Key, np.ndarray],
+                 threshold: float, texts: Mapping[Key, str]) -> None:
+        self._vectors = vectors
+        self._threshold = threshold
+        self._texts = texts
+        self._when = {key(h): _when(h) for h in hits}
+        self._pairs: dict[tuple[Key, Key], bool] = {}
+        self._changes: dict[Key, bool] = {}
+
+    def may_be_newer(self, hit: Ranked) -> bool:
+        """Can ``hit`` be any hit's later version: it has a date, and a vector or a text."""
+        k = key(hit)
+        return self._when.get(k) is not None and (k in self._vectors or k in self._texts)
+
+    def supersedes(self, newer: Ranked, older: Ranked) -> bool:
+        """Is ``newer`` a later version of ``older``: same owner, strictly later, and their
+        vectors at :data:`RECENCY_COSINE` or more, or their words read as versions."""
+        pair = (key(newer), key(older))
+        found = self._pairs.get(pair)
+        if found is None:
+            found = self._pairs[pair] = self._judged(newer, older)
+        return found
+
+    def _judged(self, newer: Ranked, older: Ranked) -> bool:
+        if owner(newer) != owner(older):
+            return False
+        a, b = self._when.get(key(newer)), self._when.get(key(older))
+        if a is None or b is None or a <= b:
+            return False
+        vec, other = self._vectors.get(key(newer)), self._vectors.get(key(older))
+        if vec is not None and other is not None and float(np.dot(vec, other)) >= self._threshold:
+            return True
+        return self._words_say(key(older), key(newer))
+
+    def _words_say(self, older: Key, newer: Key) -> bool:
+        old, new = self._texts.get(older), self._texts.get(newer)
+        if old is None or new is None:
+            return False
+        if newer not in self._changes:  # most texts tell no change: one reading each
+            self._changes[newer] = tells_change(new)
+        return self._changes[newer] and tells_newer_version(old, new)
 
 
 def _when(hit: Ranked) -> datetime | None:
@@ -108,4 +176,5 @@ def _when(hit: Ranked) -> datetime | None:
     return when
 
 
-__all__ = ["key", "latest_first", "owner"]
+__all__ = ["RECENCY_COSINE", "TEXT_VERSION_CHARS", "TEXT_VERSION_HITS", "key", "latest_first",
+           "owner"]

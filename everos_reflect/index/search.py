@@ -251,9 +251,10 @@ def search(
     Every hit carries its full text (``episode``) and a ``snippet``: the passage that answers
     the query, with its date (see :mod:`everos_reflect.index.snippet`). Scores lie in 0..1,
     higher is better: cosine similarity (vector), squashed BM25 (keyword), normalised RRF
-    (hybrid). A later version of a hit ranks above it (:mod:`everos_reflect.index.recency`)
-    unless ``latest_first_order`` is off, which gives the plain ranked order. A hybrid search
-    of Episodes may return up to ``passages_per_entry`` passages of one entry as separate items
+    (hybrid). A later version of a hit ranks above it (:mod:`everos_reflect.index.recency`:
+    by their stored vectors, or by their words as the offline merge reads versions) unless
+    ``latest_first_order`` is off, which gives the plain ranked order. A hybrid search of
+    Episodes may return up to ``passages_per_entry`` passages of one entry as separate items
     (same ``id``, ``passage`` 0, 1 ...; see the module docstring); ``top_k`` counts items.
 
     Deprecated (merged-away) entries are left out unless ``include_deprecated``. Derived
@@ -302,7 +303,8 @@ def search(
     if len(wanted) > 1:
         hits.sort(key=lambda h: (-h.score, h.kind, h.id))
     if latest_first_order:  # vectors came with the rows
-        hits = latest_first(hits, vectors, threshold=RECENCY_COSINE)
+        hits = latest_first(hits, vectors, threshold=RECENCY_COSINE,
+                            texts={key(h): h.episode for h in hits})
     return with_passages(hits, passages_per_entry)[:top_k]
 
 

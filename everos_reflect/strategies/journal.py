@@ -50,7 +50,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, fields, replace
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
@@ -453,14 +453,19 @@ def settle_copies_of(runtime: Runtime, indexer: Indexer, plans: list[Plan], *,
         for rel in looks[plan.id].logs:
             needles.setdefault(rel, set()).update(
                 [plan.id, *([plan.merged_id] if plan.merged_id else [])])
+    rels, sep = list(needles), os.sep
     for ref in store.iter_users():
+        # the store's layout (MarkdownStore.log_path), joined as text: the listing's refs are
+        # validated names, and a Path and three name checks per user were a third of the
+        # look-up (os.path.join per log, a sixth of what was left)
+        folder = f"{root}{sep}{ref.app}{sep}{ref.project}{sep}users{sep}{ref.user_id}"
+        if written_since_ns is not None and not _written_since(folder + sep, rels,
+                                                               written_since_ns):
+            continue  # most users: none of those logs written since the rows
         mine = own.get(ref, set())
         theirs = [plan for plan in plans if plan.id not in mine]
         if not theirs:
             continue
-        # the store's layout (MarkdownStore.log_path), joined as text: the listing's refs are
-        # validated, and a Path and three name checks per user were a third of the look-up
-        folder = os.path.join(root, ref.app, ref.project, "users", ref.user_id)
         # per log: what it names, or None when it was not read (written before the rows)
         named: dict[str, set[str] | None] = {}
 
@@ -481,6 +486,24 @@ def settle_copies_of(runtime: Runtime, indexer: Indexer, plans: list[Plan], *,
                 if problem is not None:
                     problems.setdefault(plan.id, []).append(problem)
     return problems
+
+
+def _written_since(prefix: str, rels: list[str], since_ns: int) -> bool:
+    """Whether one of the logs ``rels`` (each after ``prefix``, the user's folder) was last
+    modified at ``since_ns`` or later, or cannot be looked at (:func:`_named_since` says
+    why): the first test :func:`_named_since` makes of each, without its read or the
+    per-log bookkeeping, for the users (most) none of whose logs was written since. The same
+    file times, so a copy found before is found still: a folder's time was no substitute
+    (a log written over in place, as ``cp`` does into a folder that exists, leaves it)."""
+    for rel in rels:
+        try:
+            if os.stat(prefix + rel).st_mtime_ns >= since_ns:
+                return True
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            return True
+    return False
 
 
 def _holds_part(plan: Plan, looks: _Looks, names: Callable[..., set[str]]) -> bool:
@@ -1236,6 +1259,8 @@ def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
         log.info("recovered merge %s of cluster %s: %s", plan.id, plan.cluster_id,
                  outcome.status)
         outcomes.append(outcome)
+    # copies of merges settled since, finished after their rows went (nothing else knows them)
+    outcomes += settle_copies_left(runtime, indexer)
     from everos_reflect.strategies.undo import finish_interrupted  # undo imports this module
 
     finish_interrupted(runtime)
@@ -1266,6 +1291,166 @@ def settle_interrupted(runtime: Runtime, indexer: Indexer, plan: Plan, step: str
                     committed=committed)
 
 
+# --------------------------------------------------------------------------- copies left
+
+
+def copy_checkpoint(step: str) -> None:
+    """Called after each write of :func:`settle_copies_left` on one copy. Does nothing; the
+    crash-safety tests replace it to stop there (as :func:`checkpoint` for a merge)."""
+
+
+#: The steps :func:`copy_checkpoint` reports, in the order they are written.
+COPY_FACTS, COPY_ARCHIVED, COPY_NARRATIVE = "copy_facts", "copy_archived", "copy_narrative"
+
+
+def settle_copies_left(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
+    """Settle the copies of merges whose journal row is gone: a folder copied by hand while
+    a merge ran, the copy finished after the merge deleted its row (the look-up for copies,
+    :func:`settle_copies_of`, runs just before that). Such a copy holds a part of the merge
+    without its narrative: sources archived toward an id no entry of its user holds, or the
+    merge's facts live of that missing narrative; nothing knew it, and it stayed so for good.
+
+    Told from the index, in the logs synced since the last look (what ``status`` and
+    ``lint`` report as entries archived toward a missing id, and facts missing their
+    Episode; asked of every log, that took seconds at every run): each such id is looked
+    up among the other
+    users' narratives, and one whose ``reflection`` names no journal row (a merge settled)
+    and whose sources or facts the copy holds (:func:`_copy_narrative`'s test) is the merge
+    the copy is of. Rolled forward from the first folder's Markdown: its facts written, its
+    unchanged sources archived, and its narrative written last, so a kill between two of
+    these writes leaves a part without the narrative, found again by the next recovery
+    (written first, a kill left the narrative live beside live sources, which nothing
+    here tells from a hand edit); or, the merge withdrawn there or a source changed in the
+    copy with nothing archived yet, its facts withdrawn. Called by every recovery and by a
+    Reflection run right after its scan (a copy the index did not know at its recovery: no
+    sync since it was made)."""
+    from everos_reflect.index import copies_left, reads
+    from everos_reflect.markdown.parser import UNDONE
+
+    conn = runtime.db()
+    began = (datetime.now(UTC) - timedelta(seconds=MTIME_SLACK_NS / 1e9)).isoformat(
+        timespec="microseconds")
+    try:
+        wanted = copies_left.ids_without_their_entry(
+            conn, exempt=UNDONE, synced_since=copies_left.synced_since(conn))
+        rows = {plan.id for plan, _step in pending(conn)}
+    except Exception as exc:  # an index that cannot be read now: looked at next time
+        if runtime.root_gone():
+            raise
+        log.error("cannot look for copies of settled merges yet: %s", describe(exc),
+                  exc_info=not isinstance(exc, EverosError))
+        return []
+    outcomes: list[Outcome] = []
+    failed = False
+    for ref, ids in sorted(wanted.items(), key=lambda item: str(item[0])):
+        for narrative_id in sorted(ids):
+            if not _is_episode_id(narrative_id):
+                continue
+            for origin in reads.narrative_owners_other_than(conn, narrative_id, ref):
+                try:
+                    found = _settled_merge(runtime, origin, narrative_id, rows)
+                    if found is None:
+                        continue
+                    plan, withdrawn = found
+                    outcome = _settle_copy_left(runtime, indexer, plan, ref,
+                                                withdrawn=withdrawn)
+                except Exception as exc:  # that copy's alone: looked at again next time
+                    if runtime.root_gone():
+                        raise
+                    failed = True
+                    log.error("cannot settle %s's copy of narrative %s of %s: %s", ref,
+                              narrative_id, origin, describe(exc),
+                              exc_info=not isinstance(exc, EverosError))
+                    continue
+                if outcome is not None:
+                    outcomes.append(outcome)
+                    break
+    if not failed:
+        copies_left.set_synced_since(conn, began)
+    return outcomes
+
+
+def _is_episode_id(text: str) -> bool:
+    try:
+        return EntryId.parse(text).kind is Kind.EPISODE
+    except EverosError:
+        return False
+
+
+def _settled_merge(runtime: Runtime, origin: UserRef, narrative_id: str,
+                   rows: set[str]) -> tuple[Plan, bool] | None:
+    """The plan of the settled merge that wrote ``narrative_id`` for ``origin``, rebuilt
+    from ``origin``'s Markdown, and whether it was withdrawn; ``None`` when no merge did
+    (no ``reflection`` key: written by hand), its row is still in the journal (its own
+    recovery settles its copies), or the narrative was undone or merged again since (left
+    as it is: the copy is of neither state)."""
+    store = runtime.store
+    narrative = store.get_many(origin, [narrative_id]).get(narrative_id)
+    if narrative is None or narrative.parent_type != "cluster" or (
+            narrative.deprecated_by not in (None, narrative_id)):
+        return None  # undone or merged again since: no one state to bring the copy to
+    row = meta_text(narrative.meta.get(REFLECTION_KEY))
+    if not row or row in rows:
+        return None
+    sources = narrative.meta.get("sources")
+    replaced = [s for s in sources if isinstance(s, str)] if isinstance(sources, list) else []
+    held = store.get_many(origin, replaced)
+    eid = EntryId.parse(narrative_id)
+    plan = Plan(
+        id=row, run_id="", app=origin.app, project=origin.project, user_id=origin.user_id,
+        cluster_id=str(narrative.parent_id or ""), mode="init", day=eid.day.isoformat(),
+        title=narrative.sections.get("Subject", ""),
+        content=narrative.sections.get("Content", ""), facts=[],
+        timestamp=meta_text(narrative.meta.get("timestamp")) or "",
+        sources=replaced, existing_id=None,
+        hashes={i: e.content_hash for i, e in held.items()},
+        fact_ids=[], provider="", model="", merged_id=narrative_id)
+    facts = sorted(find_facts(runtime, plan), key=lambda f: f.id)
+    plan.facts = [f.sections.get("Fact", "") for f in facts]
+    plan.fact_times = [meta_text(f.meta.get("timestamp")) or plan.timestamp for f in facts]
+    plan.fact_ids = sorted(
+        f.id for path in store.iter_files(origin, kinds=[Kind.ATOMIC_FACT])
+        for f in store.read(path).entries
+        if f.deprecated_by == narrative_id and f.parent_id in held
+        and meta_text(f.meta.get(REFLECTION_KEY)) != row)
+    return plan, narrative.deprecated_by == narrative_id
+
+
+def _settle_copy_left(runtime: Runtime, indexer: Indexer, plan: Plan, ref: UserRef, *,
+                      withdrawn: bool) -> Outcome | None:
+    """Settle ``plan``'s copy in ``ref``'s logs, its row gone (:func:`settle_copies_left`);
+    ``None`` when those logs hold no part of it."""
+    assert plan.merged_id is not None
+    store = runtime.store
+    copy = replace(plan, app=ref.app, project=ref.project, user_id=ref.user_id, extra={})
+    origin = plan.user_id
+    if not find_facts(runtime, copy) and not (
+            archived_toward(runtime, copy) and _holds_sources(runtime, copy, origin)):
+        return None
+    problems: list[str] = []
+    if withdrawn or (not archived_toward(runtime, copy)
+                     and changed_sources(runtime, copy, copied_from=origin)):
+        strays = {f.id: f.id for f in find_facts(runtime, copy) if f.deprecated_by is None}
+        store.deprecate(ref, strays)
+        how = "its facts withdrawn there"
+    else:
+        _write_missing_facts(runtime, copy)
+        copy_checkpoint(COPY_FACTS)
+        _archive_sources(runtime, copy, committed=True, copied_from=origin)
+        copy_checkpoint(COPY_ARCHIVED)
+        made, conflict = _copy_narrative(runtime, plan, copy)
+        if conflict is not None:
+            problems.append(conflict)
+        copy_checkpoint(COPY_NARRATIVE)
+        how = "finished there" if made is not None else "left without its narrative"
+    _sync(indexer, runtime, touched_files(runtime, copy))
+    log.warning("merge %s of cluster %s (settled, its row gone): the folder of user %s was "
+                "copied by hand into %s's while it was under way, the copy finished after; "
+                "%s", plan.id, plan.cluster_id, plan.ref, ref, how)
+    return Outcome("copy_settled", copy, plan.merged_id, "; ".join(problems) or None,
+                   copy_problems=problems)
+
+
 def has_pending(root: Path) -> bool:
     """Whether ``root``'s journal holds interrupted merges, read without creating or migrating
     anything (cheap enough to ask before every command)."""
@@ -1274,6 +1459,9 @@ def has_pending(root: Path) -> bool:
 
 __all__ = [
     "COMMITTED_STEPS",
+    "COPY_ARCHIVED",
+    "COPY_FACTS",
+    "COPY_NARRATIVE",
     "REFLECTION_KEY",
     "UNRECOVERED",
     "Outcome",
@@ -1286,6 +1474,7 @@ __all__ = [
     "check_sources",
     "checkpoint",
     "complete",
+    "copy_checkpoint",
     "existing_entries",
     "fact_meta",
     "find_facts",
@@ -1305,6 +1494,7 @@ __all__ = [
     "refuse_if_gone",
     "resume",
     "settle_copies",
+    "settle_copies_left",
     "settle_copies_of",
     "settle_interrupted",
     "touched_files",

@@ -312,6 +312,13 @@ class ReflectionRun:
         # retried and logged every merge that cannot be settled twice per run).
         indexer = Indexer(self.rt)
         self.ctx.logs_indexed += indexer.scan().logs_indexed
+        # copies of merges settled earlier, finished after their rows went, which the scan
+        # made known (recovery, before it, looked at what the index knew then)
+        for outcome in journal.settle_copies_left(self.rt, indexer):
+            self.counts[f"recovered_{outcome.status}"] += 1
+            for problem in outcome.copy_problems:
+                self.counts["copy_conflicts"] += 1
+                self.ctx.note_failure(str(outcome.plan.ref), problem)
         # a merge reads its sources' logs to select, check and archive them: each parsed once
         with self.rt.store.holding_more_parses():
             self._merge_all(indexer, self.ctx.llm,  # every call charged to the run's limits
