@@ -428,7 +428,9 @@ def _with_lines(item: dict[str, Any]) -> list[tuple[str, int]]:
     file), read from the item's ``lines``, never from the text: split at its first ": ", a
     message of the whole file that led with a number ("2026: …") was shown on that line. An
     item without ``lines`` (a daemon of an earlier version) shows each problem as written."""
-    problems = [str(p) for p in item.get("problems") or []]
+    # a null problem (a message the index held none of) as the table shows what is not
+    # there: it was the text "None"
+    problems = ["-" if p is None else str(p) for p in item.get("problems") or []]
     lines = item.get("lines")
     if not isinstance(lines, list) or len(lines) != len(problems):
         return [(problem, 0) for problem in problems]
