@@ -28,6 +28,12 @@ rows, and the script exits 1.
                          handing the changes over: off, the walks as before)
         [--no-merging]  (a Reflection step runs on what the walk left, as before session 51:
                          most such runs merged nothing, e.g. 305 of 344 for seed 54300)
+        [--undo-killed] (an undo may be killed at one of its writes, or its cascade's
+                         take-back at one of its steps; the next start recovers it at once:
+                         off, the walks as before)
+        [--undo-pasted] (a cascading undo may meet an id pasted twice by hand into a log of
+                         the earlier merge as it begins that undo: refused, the later undos
+                         are taken back; off, the walks as before)
 
 A Reflection step first writes two Episodes of one topic for one user, an hour apart (and
 syncs them), so that most runs merge something (an init merge, or an update of the topic's
@@ -50,6 +56,7 @@ are rebuilt (``recluster``, as a user would) and the walk goes on (``--strict`` 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import random
@@ -59,6 +66,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -71,6 +79,7 @@ from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
 from everos_reflect.markdown import settling
 from everos_reflect.model import Kind, UserRef
+from everos_reflect.strategies import journal, undo
 from everos_reflect.strategies.undo import undo_merge
 from tests.reflect_fixtures import make_runtime, run_reflection
 from tests.test_cluster_history_as_reindex import as_reindexed, cluster_tables
@@ -90,7 +99,8 @@ class Walk:
     def __init__(self, root: Path, rng: random.Random, reflect: int = 2,
                  narrate: int = 0, fresh: bool = False, unparent: int = 0,
                  files: int = 0, undo: int = 1, killed: bool = False,
-                 merging: bool = False) -> None:
+                 merging: bool = False, undo_killed: bool = False,
+                 undo_pasted: bool = False) -> None:
         self.root, self.rng = root, rng
         #: a Reflection step first writes two Episodes that cluster (:meth:`feed`)
         self.merging = merging
@@ -99,6 +109,10 @@ class Walk:
         self.exercised: Counter[str] = Counter()
         self.undo = undo  # "undo" entries: one among the 17, the rest after FILE_EDITS
         self.killed = killed  # a sync may be killed before it tells clustering
+        self.undo_killed = undo_killed  # an undo (or its take-back) may be killed mid-way
+        self.undo_pasted = undo_pasted  # a cascade may meet an id pasted twice mid-way
+        #: what a start's recovery left in the journal after a killed undo (a finding)
+        self.left: list[str] = []
         self.reflect = reflect  # "reflect" entries among the 17 ops (2: one step in 8.5)
         self.narrate = narrate  # "narrate" entries, after the others
         self.fresh = fresh  # a narrative may name an id no cluster holds, or no cluster id
@@ -232,12 +246,26 @@ class Walk:
             if not merged:
                 return []
             app, project, user, entry_id = self.rng.choice(merged)
+            ref = UserRef(app, project, user)
+            # drawn only when asked for: a seed walks the same steps as before without them
+            paste = self.undo_pasted and self.rng.random() < 0.5
+            kill = None
+            if self.undo_killed and self.rng.random() < 0.6:  # a take-back only when pasted
+                kill = self.rng.choice(TAKE_BACK_KILLS if paste else WRITE_KILLS)
             try:
-                result = undo_merge(self.rt, UserRef(app, project, user), entry_id,
-                                    cascade=True)
+                with self._undo_hazards(ref, kill, paste) as said:
+                    result = undo_merge(self.rt, ref, entry_id, cascade=True)
+            except Killed as at:
+                self.exercised.update({"undos killed": 1})
+                self.steps.append(f"undo {user} {entry_id} killed at {at}{said()}; "
+                                  "the next start recovers")
+                self._start()
+                return self.logs()
             except EverosError as exc:
-                self.steps.append(f"undo {user} {entry_id} refused: {exc}")
-                return []
+                if "is taken back" in str(exc):
+                    self.exercised.update({"take-backs": 1})
+                self.steps.append(f"undo {user} {entry_id} refused{said()}: {exc}")
+                return self.logs() if paste else []
             self.exercised.update({"undos": 1, "cascaded": len(result.cascaded)})
             self.steps.append(f"undo {user} {entry_id}"
                               + (f" (cascaded {len(result.cascaded)})" if result.cascaded
@@ -265,6 +293,65 @@ class Walk:
             self.steps.append(f"reflect{fed} {counts}")
             return touched
         return []
+
+    @contextlib.contextmanager
+    def _undo_hazards(self, ref: UserRef, kill: str | None,
+                      paste: bool) -> Iterator[Callable[[], str]]:
+        """An undo killed at ``kill`` (the n-th Markdown write of the command, or a step of a
+        take-back), and with ``paste`` an id of the user's pasted twice into its log as the
+        second restore begins (the cascade's earlier undo: checked before, refused there).
+        Yields what says what happened."""
+        store, writes, what = self.rt.store, [0], []
+        real = {name: getattr(store, name) for name in ("deprecate", "undeprecate")}
+        real_checkpoint = undo.take_back_checkpoint
+
+        def hazard(name: str) -> Callable[..., Any]:
+            def write(*args: Any, **kwargs: Any) -> Any:
+                writes[0] += 1
+                if name == "undeprecate" and paste and writes[0] > 1 and not what:
+                    what.append(self._paste_one(ref))
+                if kill == f"write {writes[0]}":
+                    raise Killed(kill)
+                return real[name](*args, **kwargs)
+            return write
+
+        def checkpoint(step: str) -> None:
+            if kill == f"take-back {step}":
+                raise Killed(kill)
+
+        for name in real:
+            setattr(store, name, hazard(name))
+        undo.take_back_checkpoint = checkpoint
+        try:
+            yield lambda: "".join(f" ({w})" for w in what)
+        finally:
+            for name, fn in real.items():
+                setattr(store, name, fn)
+            undo.take_back_checkpoint = real_checkpoint
+
+    def _paste_one(self, ref: UserRef) -> str:
+        """An Episode block of ``ref``'s pasted again at the end of its log (its id twice)."""
+        logs = sorted((self.root / ref.app / ref.project / "users" / ref.user_id /
+                       "episodes").glob("episode-*.md"))
+        for path in self.rng.sample(logs, len(logs)):
+            text = path.read_text()
+            ids = self.entries(path)
+            if ids:
+                block = self._block(text, self.rng.choice(ids), newline=True)
+                if block is not None:
+                    path.write_text(text + "\n" + block.group(0))
+                    return f"pasted an id twice into {path.name}"
+        return "nothing to paste"
+
+    def _start(self) -> None:
+        """The next start: its recovery finishes (or rolls back) the killed undo; a row left
+        in the journal afterwards is kept as a finding."""
+        self.rt.close()
+        self.rt = make_runtime(self.root, ExtractiveLLM())
+        journal.recover(self.rt, Indexer(self.rt))
+        rows = self.rt.db().execute("SELECT id, step FROM merge_journal").fetchall()
+        if rows:
+            self.left.append(f"journal rows left after the start: {rows}")
 
     def feed(self) -> tuple[str, list[Path]]:
         """Two Episodes of one topic for one user, an hour apart, written and synced before a
@@ -561,6 +648,16 @@ KNOWN = ("edit", "delete", "archive", "move", "copy", "rename", "revive", "unpar
          # an Episode added before one of its user moved later in time (retime): out of order
          "late-add")
 
+class Killed(BaseException):
+    """The process killed mid-undo (--undo-killed): nothing in it catches this."""
+
+
+#: where --undo-killed kills an undo: its n-th Markdown write (a cascade writes more)...
+WRITE_KILLS = ("write 1", "write 2", "write 3", "write 4")
+#: ...or, the cascade refused by an id pasted (--undo-pasted), a step of its take-back
+TAKE_BACK_KILLS = ("take-back journaled", "take-back live_again", "take-back archived_again",
+                   "take-back audit", "take-back indexed")
+
 #: the mark of a step that changed no log (:meth:`Walk.step`)
 NO_OP = " (no-op: no log changed)"
 
@@ -581,7 +678,9 @@ def exercised_line(exercised: Counter[str], kinds: Counter[str]) -> str:
     hand = sum(n for k, n in kinds.items() if k in HAND)
     return (f"exercised: {exercised['reflect']} Reflection steps, {exercised['reflect merging']} "
             f"of them merging ({exercised['merges']} merges); {exercised['undos']} undos "
-            f"({exercised['cascaded']} later merges cascaded to); {hand} hand edits")
+            f"({exercised['cascaded']} later merges cascaded to); {exercised['undos killed']} "
+            f"undos killed and recovered at the next start; {exercised['take-backs']} "
+            f"cascades refused and taken back; {hand} hand edits")
 
 
 def close_round(steps: list[str], made: int, how: str, kinds: Counter[str]) -> list[str]:
@@ -665,6 +764,15 @@ def main() -> int:
                     help="a Reflection step first writes two Episodes that cluster, so most "
                          "runs merge (--no-merging: the walks of a seed as before session 51, "
                          "whose runs mostly merged nothing)")
+    ap.add_argument("--undo-killed", action="store_true",
+                    help="an undo may be killed at one of its Markdown writes, or its "
+                         "cascade's take-back at one of its steps; the next start recovers "
+                         "it, and a journal row left after that is a finding (off: the walks "
+                         "of a seed as before)")
+    ap.add_argument("--undo-pasted", action="store_true",
+                    help="a cascading undo may meet an id pasted twice by hand into a log "
+                         "of its user as it begins the earlier undo (refused there: the later "
+                         "undos are taken back; off: the walks of a seed as before)")
     ap.add_argument("--fresh", action="store_true",
                     help="a narrative by hand may name a cluster id no cluster holds, or a "
                          "parent_id that is not a cluster id")
@@ -683,7 +791,8 @@ def main() -> int:
         rng = random.Random(seed)
         with tempfile.TemporaryDirectory() as tmp:
             walk = Walk(Path(tmp) / "root", rng, args.reflect, args.narrate, args.fresh,
-                        args.unparent, args.files, args.undo, args.killed, args.merging)
+                        args.unparent, args.files, args.undo, args.killed, args.merging,
+                        args.undo_killed, args.undo_pasted)
             try:
                 Indexer(walk.rt).scan()
                 made = 0
@@ -699,7 +808,7 @@ def main() -> int:
                     live = cluster_tables(walk.rt)
                     rebuilt = as_reindexed(walk.rt, Path(tmp) / f"rebuilt{n}")
                     shutil.rmtree(Path(tmp) / f"rebuilt{n}")
-                    diff = differs(live, rebuilt, args.strict)
+                    diff = differs(live, rebuilt, args.strict) + walk.left
                     # a step of several edits is known if one of them is (one that changed
                     # a log: a step that changed none is no step a difference follows from)
                     op = next((o for o in ops if o in KNOWN), ops[-1] if ops else "")
