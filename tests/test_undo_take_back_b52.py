@@ -34,6 +34,7 @@ from everos_reflect.strategies.undo import undo_merge
 from tests.reflect_fixtures import ANDREW, all_entries, check_invariants, make_runtime
 from tests.test_cluster_history_as_reindex import as_reindexed, cluster_tables
 from tests.test_folder_copied_mid_merge import state
+from tests.test_merge_recovery_user_moved import entries_of
 from tests.test_undo_cascade_taken_back_b51 import (
     audit,
     indexed,
@@ -100,6 +101,37 @@ def test_a_take_back_killed_at_any_step_is_finished_by_the_next_start(
         Indexer(rt).scan()
         assert cluster_tables(rt) == as_reindexed(rt, tmp_path / "rebuilt")
         check_invariants(rt)
+    finally:
+        rt.close()
+
+
+@pytest.mark.parametrize("step", ["live_again", "archived_again"])
+def test_a_take_back_killed_then_its_folder_renamed_is_finished_where_the_folder_went(
+        root: Path, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    """Killed half-way, then the user's folder renamed by hand before the next start: the
+    take-back is finished in the renamed folder, the audit rows following it, as an
+    interrupted undo is; its row was looked up under the old name."""
+    rt, first, fourth, update = update_merged(root)
+    before, rows = state(all_entries(rt)), audit(rt)
+    pasted = pasted_at_the_earlier_restore(rt, monkeypatch, first.sources[0])
+    killed_at(monkeypatch, step)
+    with pytest.raises(Killed):
+        undo_merge(rt, ANDREW, first.id, cascade=True)
+    monkeypatch.undo()
+    unpaste(pasted[0])
+    users = root / "default_app" / "default_project" / "users"
+    shutil.move(users / "u_andrew", users / "u_bob")
+
+    rt = restarted(rt, root)
+    try:
+        bob = entries_of(rt, UserRef.of("u_bob"))  # its logs still name u_andrew: a warning
+        assert bob[update.id].deprecated_by is None
+        assert bob[first.id].deprecated_by == bob[fourth.id].deprecated_by == update.id
+        assert state(bob) == before
+        assert audit(rt) == rows  # `ok` again
+        assert {r[0] for r in rt.db().execute("SELECT owner_id FROM reflection_report")} \
+            == {"u_bob"}
+        assert journal_rows(rt) == 0
     finally:
         rt.close()
 

@@ -456,7 +456,9 @@ def _take_back(runtime: Runtime, done: UndoResult) -> None:
                      restore=[*done.restored, *done.restored_facts],
                      archived_facts=list(done.archived_facts), previous=None,
                      narrative_gone=not done.archived, prior_status=dict(done.prior_status),
-                     taking_back=True)
+                     taking_back=True,
+                     sources=_sources(runtime, ref, merged_id, _entry_or_none(runtime, ref,
+                                                                              merged_id)))
     live_again = _live_again(intent)
     store.refuse_unarchivable(ref, [*live_again, *intent.restore],
                               f"taking back the undo of {merged_id} in")
@@ -484,6 +486,13 @@ def _take_back(runtime: Runtime, done: UndoResult) -> None:
         raise _TakeBackLeft(exc) from exc
     _take_back_index(runtime, intent)
     _drop_row(runtime, row_id)
+
+
+def _entry_or_none(runtime: Runtime, ref: UserRef, entry_id: str) -> Entry | None:
+    try:
+        return runtime.store.get(ref, entry_id)
+    except (UnknownEntry, MarkdownError):
+        return None
 
 
 def _live_again(intent: _Intent) -> list[str]:
@@ -539,30 +548,44 @@ def _take_back_index(runtime: Runtime, intent: _Intent) -> None:
 def _finish_take_back(runtime: Runtime, row_id: str, intent: _Intent) -> None:
     """Finish, at a start, a take-back a kill (or an I/O error) interrupted: the logs as
     before the refused ``--cascade``, its row dropped. A log that refuses it now keeps the row
-    (said, the next start tries again). The user's folder gone (renamed, moved or removed by
-    hand since): the row is dropped, saying where the merge may stand half taken back."""
-    store, ref = runtime.store, intent.ref
-    if store.user_gone(ref):
+    (said, the next start tries again). The user's folder renamed or moved by hand since: the
+    take-back is finished where its entries are (:func:`_holders_if_moved`, the audit rows
+    following), as an interrupted undo is; held by no one user's logs, the row is dropped,
+    saying so."""
+    holders = _holders_if_moved(runtime, intent)
+    if holders is not None and len(holders) != 1:
         log.warning("the interrupted take-back of the undo of %s (%s) is dropped: the user's "
-                    "folder was renamed, moved or removed by hand; where its logs are now, "
-                    "that narrative may be live beside the entries the undo restored "
-                    "(undo %s again there to settle it)", intent.undo, ref, intent.undo)
+                    "folder was renamed, moved or removed by hand, and %s; where its logs "
+                    "are, that narrative may be live beside the entries the undo restored "
+                    "(undo %s again there to settle it)", intent.undo, intent.ref,
+                    f"the logs of {', '.join(map(str, holders))} hold it" if holders
+                    else "no user's logs hold it", intent.undo)
         _drop_row(runtime, row_id)
         return
     try:
+        if holders:
+            log.warning("the interrupted take-back of the undo of %s: the folder of user %s "
+                        "is gone or holds none of it now; its entries are in %s's logs, so it "
+                        "is taken back there", intent.undo, intent.ref, holders[0])
+            conn = runtime.db()
+            with transaction(conn):  # the audit follows the folder
+                move_merge(conn, intent.undo, intent.ref, holders[0])
+            intent.app, intent.project, intent.user_id = (
+                holders[0].app, holders[0].project, holders[0].user_id)
+            Indexer(runtime).scan()  # the index learns of the move before the take-back's sync
         _take_back_logs(runtime, intent)
         _take_back_index(runtime, intent)
     except Exception as exc:
         if runtime.root_gone():
             raise
         log.error("cannot finish taking back the undo of %s (%s) yet: %s; the next start "
-                  "tries again", intent.undo, ref, describe(exc),
+                  "tries again", intent.undo, intent.ref, describe(exc),
                   exc_info=not isinstance(exc, EverosError))
         return
     _drop_row(runtime, row_id)
     log.warning("the undo of %s (%s), which a refused --cascade was taking back when it was "
                 "interrupted, is taken back: the narrative is live again, the entries it had "
-                "restored archived toward it", intent.undo, ref)
+                "restored archived toward it", intent.undo, intent.ref)
 
 
 def _take_back_in_copy(runtime: Runtime, done: UndoResult, ref: UserRef) -> None:
