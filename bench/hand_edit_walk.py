@@ -309,7 +309,7 @@ class Walk:
             def write(*args: Any, **kwargs: Any) -> Any:
                 writes[0] += 1
                 if name == "undeprecate" and paste and writes[0] > 1 and not what:
-                    what.append(self._paste_one(ref))
+                    what.append(self._paste_one(ref, list(args[1])))
                 if kill == f"write {writes[0]}":
                     raise Killed(kill)
                 return real[name](*args, **kwargs)
@@ -329,18 +329,16 @@ class Walk:
                 setattr(store, name, fn)
             undo.take_back_checkpoint = real_checkpoint
 
-    def _paste_one(self, ref: UserRef) -> str:
-        """An Episode block of ``ref``'s pasted again at the end of its log (its id twice)."""
-        logs = sorted((self.root / ref.app / ref.project / "users" / ref.user_id /
-                       "episodes").glob("episode-*.md"))
-        for path in self.rng.sample(logs, len(logs)):
-            text = path.read_text()
-            ids = self.entries(path)
-            if ids:
-                block = self._block(text, self.rng.choice(ids), newline=True)
-                if block is not None:
-                    path.write_text(text + "\n" + block.group(0))
-                    return f"pasted an id twice into {path.name}"
+    def _paste_one(self, ref: UserRef, restoring: list[str]) -> str:
+        """The block of one of ``restoring`` (the entries the write is about to restore)
+        pasted again at the end of its log: its id twice, in a log the undo writes."""
+        for entry_id in self.rng.sample(restoring, len(restoring)):
+            path = self.rt.store.path_for_id(ref, entry_id)
+            text = path.read_text() if path.is_file() else ""
+            block = self._block(text, entry_id, newline=True)
+            if block is not None:
+                path.write_text(text + "\n" + block.group(0))
+                return f"pasted {entry_id} twice into {path.name}"
         return "nothing to paste"
 
     def _start(self) -> None:
