@@ -52,11 +52,22 @@ def synced_since(conn: sqlite3.Connection) -> str | None:
     return str(row[0]) if row and row[0] else None
 
 
-def set_synced_since(conn: sqlite3.Connection, value: str) -> None:
-    """Record that every log synced before ``value`` was looked at."""
+def set_synced_since(conn: sqlite3.Connection, value: str, *, previous: str | None) -> bool:
+    """Record that every log synced before ``value`` was looked at, the last look having
+    started from ``previous`` (:func:`synced_since`); returns whether anything was written.
+
+    Only when the next look would read other logs: the first look, or a log synced at
+    ``previous`` or later (the window moves past it). With none, the next look from
+    ``previous`` reads exactly what one from ``value`` would (nothing was synced between):
+    written at every recovery and run, the key cost a write transaction each time, and
+    every reader a changed database."""
+    if previous is not None and conn.execute(
+            "SELECT 1 FROM files WHERE synced_at >= ? LIMIT 1", (previous,)).fetchone() is None:
+        return False
     with transaction(conn):
         conn.execute("INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)",
                      (CHECKED_KEY, value))
+    return True
 
 
 __all__ = ["CHECKED_KEY", "ids_without_their_entry", "set_synced_since", "synced_since"]

@@ -694,9 +694,10 @@ def _copy_narrative(runtime: Runtime, plan: Plan,
            if there is not None
            else f"{runtime.store.rel(path)} names the id with no entry holding it (deleted "
                 "by hand?), and an id is never written twice")
-    problem = (f"its copy in the logs of {held.ref} (the folder of {plan.ref} copied while "
-               f"the merge was under way) holds part of it without narrative "
-               f"{plan.merged_id}, which cannot be written there: {why}; nothing written "
+    # what and why first: a run record quotes the first 200 characters of each failure
+    problem = (f"narrative {plan.merged_id} cannot be written in its copy in the logs of "
+               f"{held.ref}: {why}; that copy (the folder of {plan.ref} copied while the "
+               "merge was under way) holds part of the merge without it; nothing written "
                f"there: undo {plan.merged_id} as {held.ref} brings back what is archived "
                "toward it")
     log.error("merge %s of cluster %s: %s", plan.id, plan.cluster_id, problem)
@@ -735,18 +736,25 @@ def _deleted_after_commit(runtime: Runtime, indexer: Indexer, plan: Plan,
     Written again under a new id, it stood live beside sources still archived toward the old
     one (``deprecated_entries`` keys are never re-pointed, SPEC §3), hidden behind an id no
     narrative holds; left as a finished merge whose narrative was deleted by hand, ``undo``
-    of that id brings them back. The sources not archived yet stay live."""
+    of that id brings them back. The sources not archived yet stay live.
+
+    Its copies in other users' folders are settled here too, and what cannot be settled is
+    kept (the audit row, the run record), as at the end of :func:`complete` and
+    :func:`abandon`: this path returned without it, so a copy left half done (its narrative
+    gone from the first folder too, say) was said only in the log."""
     plan.error = (f"committed before a crash, then narrative {plan.merged_id} was deleted by "
                   "hand (or its log replaced): not written again; undo "
                   f"{plan.merged_id} brings back the sources archived toward it")
     log.warning("merge %s of cluster %s: %s", plan.id, plan.cluster_id, plan.error)
     _sync(indexer, runtime, touched_files(runtime, plan))
+    problems = settle_copies(runtime, indexer, plan)
+    note_copy_problems(plan, problems)
     conn = runtime.db()
     with transaction(conn):
         plan_report(conn, plan, "ok", merged=plan.merged_id, error=plan.error,
                     duration_ms=plan.llm_ms + ms_since(started))
         merge_journal.delete(conn, plan.id)
-    return Outcome("ok", plan, plan.merged_id, plan.error)
+    return Outcome("ok", plan, plan.merged_id, plan.error, copy_problems=problems)
 
 
 def _refused(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, exc: TooLarge, *,
@@ -1323,16 +1331,21 @@ def settle_copies_left(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
     here tells from a hand edit); or, the merge withdrawn there or a source changed in the
     copy with nothing archived yet, its facts withdrawn. Called by every recovery and by a
     Reflection run right after its scan (a copy the index did not know at its recovery: no
-    sync since it was made)."""
+    sync since it was made). Not on a root whose index this process cannot write: nothing
+    there could be settled, nor the look recorded (the write failed the call)."""
     from everos_reflect.index import copies_left, reads
     from everos_reflect.markdown.parser import UNDONE
 
+    if runtime.read_only:  # nothing could be settled nor recorded: nothing is written
+        log.info("%s cannot be written here: copies of settled merges are not looked for "
+                 "(nothing is written)", runtime.index_dir)
+        return []
     conn = runtime.db()
     began = (datetime.now(UTC) - timedelta(seconds=MTIME_SLACK_NS / 1e9)).isoformat(
         timespec="microseconds")
     try:
-        wanted = copies_left.ids_without_their_entry(
-            conn, exempt=UNDONE, synced_since=copies_left.synced_since(conn))
+        since = copies_left.synced_since(conn)
+        wanted = copies_left.ids_without_their_entry(conn, exempt=UNDONE, synced_since=since)
         rows = {plan.id for plan, _step in pending(conn)}
     except Exception as exc:  # an index that cannot be read now: looked at next time
         if runtime.root_gone():
@@ -1366,7 +1379,7 @@ def settle_copies_left(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
                     outcomes.append(outcome)
                     break
     if not failed:
-        copies_left.set_synced_since(conn, began)
+        copies_left.set_synced_since(conn, began, previous=since)
     return outcomes
 
 
