@@ -46,6 +46,36 @@ def ids_without_their_entry(conn: sqlite3.Connection, *, exempt: str,
     return found
 
 
+def narratives_beside_their_sources(conn: sqlite3.Connection, *,
+                                    synced_since: str | None) -> dict[UserRef, set[str]]:
+    """Per user, the live narratives of logs synced at ``synced_since`` or later (``None``:
+    every log) that name a live entry of that user among their ``sources``: a copy of a
+    merge's folder taken after the narrative was written and before its sources were
+    archived, finished after the merge's row went (or a hand edit:
+    :func:`journal.settle_copies_left` tells them apart). Read as
+    :func:`ids_without_their_entry` reads, from ``files`` (``CROSS JOIN`` keeps the order:
+    the logs synced since, their narratives, each named source by the primary key; left to
+    itself SQLite read every entry of the user for each narrative). Driven by the sources'
+    logs instead (no index leads from a source to the narratives naming it), it read every
+    narrative of each user with a log synced since, at every look."""
+    if synced_since is None:
+        source, recent, args = "entries e", "", ()
+    else:
+        source = "files f CROSS JOIN entries e ON e.path = f.path"
+        recent, args = "f.synced_at >= ? AND ", (synced_since,)
+    rows = conn.execute(
+        f"SELECT DISTINCT e.app_id, e.project_id, e.user_id, e.id FROM {source} "
+        "CROSS JOIN json_each(e.sources) j CROSS JOIN entries s ON s.app_id = e.app_id AND "
+        "s.project_id = e.project_id AND s.user_id = e.user_id AND s.id = j.value "
+        f"WHERE {recent}e.kind = 'episode' AND e.parent_type = 'cluster' AND "
+        "e.deprecated_by IS NULL AND e.sources != '[]' AND json_valid(e.sources) AND "
+        "s.deprecated_by IS NULL", args).fetchall()
+    found: dict[UserRef, set[str]] = {}
+    for app, project, user, entry_id in rows:
+        found.setdefault(UserRef(app, project, user), set()).add(str(entry_id))
+    return found
+
+
 def synced_since(conn: sqlite3.Connection) -> str | None:
     """The time the next look starts from (``None``: never looked: every log)."""
     row = conn.execute("SELECT value FROM index_meta WHERE key = ?", (CHECKED_KEY,)).fetchone()
@@ -70,4 +100,5 @@ def set_synced_since(conn: sqlite3.Connection, value: str, *, previous: str | No
     return True
 
 
-__all__ = ["CHECKED_KEY", "ids_without_their_entry", "set_synced_since", "synced_since"]
+__all__ = ["CHECKED_KEY", "ids_without_their_entry", "narratives_beside_their_sources",
+           "set_synced_since", "synced_since"]
