@@ -3,9 +3,12 @@ the two kinds session 51's look-up missed.
 
 - **The narrative live beside its live sources**: Andrew's folder copied into Bob's after
   the narrative (and its facts) were written, and before the sources were archived. Nothing
-  in Bob's logs pointed at a missing id, so nothing found it: Bob held the narrative and
-  its sources live side by side for good (each fact twice in search). It is rolled forward
-  as the merge finished in Andrew's folder.
+  in Bob's logs pointed at a missing id, so nothing found it. The merge withdrawn in
+  Andrew's folder since, Bob held the withdrawn narrative and its sources live side by side
+  for good: it is withdrawn there too. (The merge finished in Andrew's folder, the next run
+  folds Bob's narrative into its merge of those sources, as it folds a copy whose sources
+  a person made live again: tests/test_copied_narrative_folded.py; archiving them again,
+  the look-up undid that edit.)
 - **A merge undone since**: Andrew's merge undone after the copy was taken. The look-up
   left such a copy as it was (no one state to bring it to): its sources hidden behind an id
   no entry of Bob's held, or facts live of a narrative he did not hold, or the narrative
@@ -137,7 +140,6 @@ def assert_settled(rt: Runtime, *, beside: bool, undone: bool) -> None:
 
 
 CASES = {
-    "narrative beside its sources": (True, False),
     "narrative beside its sources, the merge undone since": (True, True),
     "sources archived without the narrative, the merge undone since": (False, True),
 }
@@ -270,5 +272,21 @@ def test_a_copy_of_a_merge_withdrawn_since_is_withdrawn_beside_its_sources(
                     and e.meta.get("reflection") and e.deprecated_by is None]
         assert {i for i, e in bob.items() if e.deprecated_by is None} == {
             i for i, e in all_entries(rt, ANDREW).items() if e.deprecated_by is None}
+    finally:
+        rt.close()
+
+
+def test_a_copy_of_a_finished_merge_beside_its_sources_is_left_to_the_next_runs_fold(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The merge finished in Andrew's folder: recovery leaves Bob's narrative beside its
+    sources (the same Markdown as sources a person made live again by hand in a copy), and
+    the next run folds it into its merge of them: nothing stays live beside it."""
+    rt = copied(root, monkeypatch, beside=True, undone=False)
+    try:
+        assert ReflectEpisodes().recover(rt) == {}
+        assert run_reflection(rt, run_id="run_3").get("merged") == 1
+        check_invariants(rt, BOB)  # every live narrative's sources archived toward it
+        copied_narrative = narrative_of(all_entries(rt, ANDREW))
+        assert all_entries(rt, BOB)[copied_narrative.id].deprecated_by not in (None, UNDONE)
     finally:
         rt.close()

@@ -1318,7 +1318,10 @@ def settle_copies_left(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
     without its narrative: sources archived toward an id no entry of its user holds, or the
     merge's facts live of that missing narrative; or the narrative without the rest: live
     beside its live sources (copied after the narrative was written, before the sources were
-    archived). Nothing knew it, and it stayed so for good.
+    archived), of a merge withdrawn or undone since in the first folder. Nothing knew it, and
+    it stayed so for good. (Of a merge finished there, the next run folds such a narrative
+    into its merge of those sources, :mod:`everos_reflect.strategies.reflect`'s
+    ``beside``: the same Markdown as a copy whose sources a person made live again.)
 
     Told from the index, in the logs synced since the last look (what ``status`` and
     ``lint`` report as entries archived toward a missing id, facts missing their Episode,
@@ -1329,9 +1332,9 @@ def settle_copies_left(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
     row's key with nothing archived toward it, is the merge the copy is of. The copy is
     brought to the state the merge has in the first folder, from that folder's Markdown:
 
-    - finished: its facts written, its unchanged sources archived, and its narrative
-      written last (a kill between two of these writes leaves a part without the narrative,
-      or the narrative beside live sources, found again by the next recovery);
+    - finished: its facts written, its unchanged sources archived (only those archived in
+      the first folder), and its narrative written last (a kill between two of these writes
+      leaves a part without the narrative, found again by the next recovery);
     - withdrawn there (or, nothing archived yet, a source changed in the copy): its facts
       withdrawn, then its narrative;
     - undone there since: its facts archived ``undone``, the entries archived toward the
@@ -1464,7 +1467,7 @@ def _settle_copy_left(runtime: Runtime, indexer: Indexer, plan: Plan, ref: UserR
     it. ``beside``: found as a live narrative beside live sources, so a copy only when
     ``ref`` holds the narrative under this row's key with nothing archived toward it
     (another user who merged the same sources that day holds a narrative of that id too),
-    and, the merge finished, a source archived in the first folder is live there.
+    and the merge was withdrawn or undone there since.
 
     A user with an audit row of its own for the narrative is the first folder, never a
     copy (the other is the copy of it): its narrative deleted by hand was written there
@@ -1481,11 +1484,11 @@ def _settle_copy_left(runtime: Runtime, indexer: Indexer, plan: Plan, ref: UserR
     if there is not None and there.id != plan.merged_id:
         there = None  # a narrative of this row under another id: no copy of this one
     if beside:
-        if there is None or there.deprecated_by is not None:
+        # finished in the first folder: left to the next run, which folds such a narrative
+        # into its merge of those sources (as one whose sources a person made live again
+        # by hand in a copy: the same Markdown, and archiving them again undid the edit)
+        if there is None or there.deprecated_by is not None or state == FINISHED:
             return None
-        if state == FINISHED and not any(e.deprecated_by is None for e in existing_entries(
-                runtime, ref, copy.replaced)):
-            return None  # as in the first folder: what is live beside it is live there too
     elif not find_facts(runtime, copy) and not (
             archived_toward(runtime, copy) and _holds_sources(runtime, copy, origin)):
         return None
