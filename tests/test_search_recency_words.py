@@ -3,7 +3,6 @@ states ranks above it even when their vectors are far apart (index/recency.py)."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -16,20 +15,10 @@ from everos_reflect.index.search import search
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
 from tests.reflect_fixtures import ANDREW, add_episode, make_runtime
+from tests.test_search_recency import Hit
 
 OLD = "Ravi trains at the Ironworks gym."
 NEW = "Ravi now trains at the Summit Fitness gym."
-
-
-@dataclass
-class Hit:
-    id: str
-    timestamp: str | None
-    score: float
-    user_id: str = "u"
-    app_id: str = "a"
-    project_id: str = "p"
-    kind: str = "episode"
 
 
 def apart(n: int) -> list[np.ndarray]:
