@@ -676,9 +676,11 @@ def exercised_line(exercised: Counter[str], kinds: Counter[str]) -> str:
     hand = sum(n for k, n in kinds.items() if k in HAND)
     return (f"exercised: {exercised['reflect']} Reflection steps, {exercised['reflect merging']} "
             f"of them merging ({exercised['merges']} merges); {exercised['undos']} undos "
-            f"({exercised['cascaded']} later merges cascaded to); {exercised['undos killed']} "
-            f"undos killed and recovered at the next start; {exercised['take-backs']} "
-            f"cascades refused and taken back; {hand} hand edits")
+            f"({exercised['cascaded']} later merges cascaded to); "
+            + (f"{exercised['undos killed']} undos killed and recovered at the next start; "
+               f"{exercised['take-backs']} cascades refused and taken back; "
+               if {"undos killed", "take-backs"} & set(exercised) else "")
+            + f"{hand} hand edits")
 
 
 def close_round(steps: list[str], made: int, how: str, kinds: Counter[str]) -> list[str]:
