@@ -73,7 +73,7 @@ def test_a_higher_max_depth_shows_it_again(root: Path) -> None:
     rt = make_runtime(root, llm)
     try:
         fill(rt)
-        reverts, one, two = deep_insight(rt)
+        reverts, _one, two = deep_insight(rt)
         shown = ask(llm, [two.id, reverts[0].id])
         counts = run(rt, questions=1, max_depth=3)
         (ids,) = shown
