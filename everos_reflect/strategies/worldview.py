@@ -11,11 +11,11 @@ self-contradiction that cited the archived version is resolved with the reason.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from everos_reflect.engine.registry import RunContext, SettingSpec, count_between, set_where
-from everos_reflect.model import Kind
+from everos_reflect.model import Entry, Kind, meta_text
 from everos_reflect.strategies import beliefs
 from everos_reflect.strategies.belief_store import (
     BeliefState,
@@ -105,16 +105,21 @@ class UpdateWorldview(BeliefTier):
         entries = state.by_id()
         shown = [entries[i] for i in work.items]
         view = state.worldview()
+        stale = stale_slots(state.convictions, view.current)
+        slots = {**stale, **view.current}
         current = "\n".join(  # keys and texts may be hand-written, of any length
             f"- {clip_text(_one_line(k), MAX_KEY_CHARS)}: "
             f"{clip_text(_one_line(c.text), MAX_CONVICTION_CHARS)}"
-            for k, c in sorted(view.current.items()))
+            + (f" (stale: {clip_text(_one_line(reason), MAX_REASON_CHARS)})"
+               if (reason := stale_reason(entries.get(c.id), k in stale)) else "")
+            for k, c in sorted(slots.items()))
         derived = Derived()
         proposals = self.call(ctx, budget, [
             Record(e.id, _insight_label(e), e.content, e.timestamp) for e in shown
         ], {"current": current or "(none yet)", "keys": ", ".join(keys)}, derived)
-        plan = beliefs.plan_versions(view.current, proposals, keys,
-                                     {e.id: e.timestamp for e in shown})
+        plan = beliefs.plan_versions(slots, proposals, keys,
+                                     {e.id: e.timestamp for e in shown},
+                                     renew={c.id for c in stale.values()})
         refusals = Refusals(ctx.log, f"{self.name}: {ref}", logging.WARNING)
         for reason in plan.refused:
             refusals.add(f"conviction refused: {reason}")
@@ -141,6 +146,36 @@ class UpdateWorldview(BeliefTier):
         sync(rt, touched)
         derived.outputs = [e.id for e in written]
         return derived
+
+
+#: The most characters of a stale conviction's reason the prompt shows.
+MAX_REASON_CHARS = 200
+
+
+def stale_slots(convictions: Iterable[Entry],
+                current: Mapping[str, beliefs.Conviction]) -> dict[str, beliefs.Conviction]:
+    """The newest stale, unarchived version of each key that has no live version.
+
+    A conviction goes stale when what it cites changes (an insight it rests on revised and
+    archived into the revision, say): the slot emptied, the worldview and the briefing
+    dropped it, and the model was shown "(none yet)" for the key, so nothing brought it
+    back. Shown to the model as stale, the next version of its key archives it."""
+    by_key: dict[str, beliefs.Conviction] = {}
+    for entry in convictions:
+        c = beliefs.Conviction.of(entry)
+        if (entry.deprecated_by is None and c.key and c.key not in current
+                and beliefs.status_of(entry) == beliefs.STALE
+                and (c.key not in by_key or beliefs.instant(c.timestamp) >= beliefs.instant(
+                    by_key[c.key].timestamp))):
+            by_key[c.key] = c
+    return by_key
+
+
+def stale_reason(entry: Entry | None, stale: bool) -> str:
+    """Why a stale slot's conviction is stale, as the prompt says it ("" for a live one)."""
+    if not stale or entry is None:
+        return ""
+    return meta_text(entry.meta.get("stale_reason")) or "its evidence changed"
 
 
 def _one_line(text: str) -> str:
