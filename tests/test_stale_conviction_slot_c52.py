@@ -99,3 +99,21 @@ def test_a_shifted_text_replaces_the_stale_version_too(rt: Runtime, llm: Scripte
     (row,) = belief_views.worldview(rt, ADA)
     assert row["supersedes"] == wv.id
     assert rt.store.get(ADA, wv.id).deprecated_by == row["id"]
+
+
+def test_worldview_history_and_relations_say_why_a_record_is_stale(rt: Runtime) -> None:
+    wv, old, revision = stale_risk(rt)
+    (row,) = belief_views.worldview(rt, ADA, history=True)
+    assert row["status"] == "stale"
+    assert row["stale_reason"] == f"evidence {old.id} was archived (replaced by {revision.id})"
+    other = rt.store.append(ADA, Kind.CONVICTION, {
+        "timestamp": "2026-10-13T10:00:00+00:00", "key": "strategy", "evidence": [revision.id],
+        "depth": 2, "status": "active"}, {"Conviction": "Ship on Fridays."})
+    edge = rt.store.append(ADA, Kind.RELATION, {
+        "relation_type": "self_contradiction", "between": [wv.id, other.id],
+        "evidence": [wv.id, other.id], "depth": 3, "status": "stale",
+        "stale_reason": f"evidence {wv.id} is stale"}, {"Relation": "Risk versus plan."})
+    (listed,) = belief_views.relations(rt, ADA)
+    assert listed["id"] == edge.id and listed["stale_reason"] == f"evidence {wv.id} is stale"
+    (live,) = [r for r in belief_views.worldview(rt, ADA, history=True) if r["key"] == "strategy"]
+    assert "stale_reason" not in live
