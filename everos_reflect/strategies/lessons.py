@@ -299,10 +299,20 @@ class LearnLessons(BeliefTier):
         # the oldest tasks that fit the prompt budget are shown, the rest wait for a run
         cited = tuple(t.id for t in shown if t.id not in derived.left_out)
         refusals = Refusals(ctx.log, f"{self.name}: {task_type!r}")
+        # a text the reply both asks to do and to avoid says nothing the tasks could decide
+        # (both cite the same tasks): written, it made two contested lessons of one sentence,
+        # each "confirmed" by every task shown, served side by side
+        both = ({beliefs.text_key(t) for t in reply["lessons"]}
+                & {beliefs.text_key(t) for t in reply["avoid"]})
         out = []
         for key, kind in (("lessons", "do"), ("avoid", "avoid")):
             for text in dict.fromkeys(s.strip() for s in reply[key]):
                 if not text:
+                    continue
+                if beliefs.text_key(text) in both:
+                    if kind == "do":  # the pair is named once
+                        refusals.add("lesson refused: the reply asks both to do and to avoid "
+                                     f"{quoted_value(text[:200])}")
                     continue
                 if (problem := beliefs.text_problem(text)) is not None:
                     refusals.add(f"lesson refused: {problem}")  # that one alone
