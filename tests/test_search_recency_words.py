@@ -3,7 +3,6 @@ states ranks above it even when their vectors are far apart (index/recency.py)."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -15,21 +14,12 @@ from everos_reflect.index.recency import RECENCY_COSINE, key, latest_first
 from everos_reflect.index.search import search
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
+from everos_reflect.llm.extractive import tells_newer_version
 from tests.reflect_fixtures import ANDREW, add_episode, make_runtime
+from tests.test_search_recency import Hit
 
 OLD = "Ravi trains at the Ironworks gym."
 NEW = "Ravi now trains at the Summit Fitness gym."
-
-
-@dataclass
-class Hit:
-    id: str
-    timestamp: str | None
-    score: float
-    user_id: str = "u"
-    app_id: str = "a"
-    project_id: str = "p"
-    kind: str = "episode"
 
 
 def apart(n: int) -> list[np.ndarray]:
@@ -44,8 +34,8 @@ def ranked(hits: list[Hit], texts: dict[str, str] | None) -> list[str]:
 
 
 def test_the_join_reads_these_as_versions_and_not_the_other_way() -> None:
-    assert recency.tells_newer_version(OLD, NEW)
-    assert not recency.tells_newer_version(NEW, OLD)
+    assert tells_newer_version(OLD, NEW)
+    assert not tells_newer_version(NEW, OLD)
 
 
 def test_a_later_version_by_its_words_moves_above_at_any_cosine() -> None:
@@ -100,13 +90,13 @@ def test_a_text_is_read_up_to_its_bound(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_each_pair_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[tuple[str, str]] = []
-    real = recency.tells_newer_version
+    real = recency.newer_by_words_and_cosine
 
-    def counted(earlier: str, later: str) -> bool:
+    def counted(earlier: str, later: str, cosine: float | None) -> bool:
         asked.append((earlier, later))
-        return real(earlier, later)
+        return real(earlier, later, cosine)
 
-    monkeypatch.setattr(recency, "tells_newer_version", counted)
+    monkeypatch.setattr(recency, "newer_by_words_and_cosine", counted)
     people = ["Ravi", "Mia", "Noor", "Sam", "Leo", "Zara"]
     hits = [Hit(f"ep_{i}", f"2026-0{i + 1}-01T10:00:00+00:00", 0.9 - i / 10)
             for i in range(len(people))]

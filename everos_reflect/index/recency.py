@@ -24,7 +24,13 @@ sold the Civic and bought a Tesla": cosine well under the threshold), so given t
 the offline merge's version join is asked too
 (:func:`~everos_reflect.llm.extractive.tells_newer_version`, words alone, deterministic): a
 later hit whose sentence tells a change of a fact an earlier hit states moves above it, at
-any cosine. Reading words costs far more than a dot product, so only the first
+any cosine. Where the words alone cannot tell and each of the two texts is one sentence
+(so their stored cosine is their sentences' cosine), the pair is read as the merge reads two
+sentences of a cluster, with that cosine ("Nina is vegetarian." / "Nina is vegan now.", cosine
+0.83), and a sentence telling a state holds again ("Omar reads paper books again.") is newer
+than the same subject's earlier statements of that state and of the one it leaves
+(:func:`~everos_reflect.llm.extractive.newer_by_words_and_cosine`). Reading words costs far
+more than a dot product, so only the first
 :data:`TEXT_VERSION_HITS` hits of each owner are read, each up to
 :data:`TEXT_VERSION_CHARS` characters (``bench/latest_first_cost.py``: a search of 100 hits
 of 256 KiB each, every pair read).
@@ -38,7 +44,7 @@ from typing import Protocol, TypeVar
 
 import numpy as np
 
-from everos_reflect.llm.extractive import tells_change, tells_newer_version
+from everos_reflect.llm.extractive import newer_by_words_and_cosine
 
 
 class Ranked(Protocol):
@@ -129,7 +135,6 @@ class _Judge:
         self._texts = texts
         self._when = {key(h): _when(h) for h in hits}
         self._pairs: dict[tuple[Key, Key], bool] = {}
-        self._changes: dict[Key, bool] = {}
 
     def may_be_newer(self, hit: Ranked) -> bool:
         """Can ``hit`` be any hit's later version: it has a date, and a vector or a text."""
@@ -138,7 +143,8 @@ class _Judge:
 
     def supersedes(self, newer: Ranked, older: Ranked) -> bool:
         """Is ``newer`` a later version of ``older``: same owner, strictly later, and their
-        vectors at :data:`RECENCY_COSINE` or more, or their words read as versions."""
+        vectors at :data:`RECENCY_COSINE` or more, or their words (with that cosine, for two
+        one-sentence texts) read as versions."""
         pair = (key(newer), key(older))
         found = self._pairs.get(pair)
         if found is None:
@@ -152,17 +158,18 @@ class _Judge:
         if a is None or b is None or a <= b:
             return False
         vec, other = self._vectors.get(key(newer)), self._vectors.get(key(older))
-        if vec is not None and other is not None and float(np.dot(vec, other)) >= self._threshold:
-            return True
-        return self._words_say(key(older), key(newer))
+        cosine = None
+        if vec is not None and other is not None:
+            cosine = float(np.dot(vec, other))
+            if cosine >= self._threshold:
+                return True
+        return self._words_say(key(older), key(newer), cosine)
 
-    def _words_say(self, older: Key, newer: Key) -> bool:
+    def _words_say(self, older: Key, newer: Key, cosine: float | None) -> bool:
         old, new = self._texts.get(older), self._texts.get(newer)
         if old is None or new is None:
             return False
-        if newer not in self._changes:  # most texts tell no change: one reading each
-            self._changes[newer] = tells_change(new)
-        return self._changes[newer] and tells_newer_version(old, new)
+        return newer_by_words_and_cosine(old, new, cosine)
 
 
 def _when(hit: Ranked) -> datetime | None:

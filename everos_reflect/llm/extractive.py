@@ -750,6 +750,65 @@ def tells_newer_version(earlier: str, later: str) -> bool:
     return False
 
 
+def newer_by_words_and_cosine(earlier: str, later: str, cosine: float | None) -> bool:
+    """Is ``later`` a newer version of a fact ``earlier`` states, for a ranking that knows
+    the two texts' cosine as indexed (search and the briefing: ``index/recency.py``)?
+
+    First :func:`tells_newer_version` (words alone, what the clustering asks). Then, when
+    each text is one sentence (so the texts' cosine is their sentences' cosine) and
+    ``cosine`` is given, the merge's own reading of the pair with that cosine: what the
+    words alone cannot settle ("Nina is vegetarian." / "Nina is vegan now.", cosine 0.83;
+    "Ivan is reading War and Peace." / "Ivan is reading Middlemarch now.", 0.67), as
+    :func:`_versions` reads two sentences of a cluster. And a sentence that tells a state
+    holds again (:func:`_returns_to`: "Omar reads paper books again.", "Lena went back to
+    paper bank statements."), which tells no change by the words the clustering reads, is
+    newer than the same subject's earlier statements of that state and of the one between.
+    Longer texts get the words alone: the cosine of two whole texts says nothing of one
+    pair of their sentences."""
+    if tells_change(later) and tells_newer_version(earlier, later):
+        return True
+    if cosine is None:
+        return False
+    old_text, new_text = _version_text(earlier), _version_text(later)
+    if len(old_text.sentences) != 1 or len(new_text.sentences) != 1:
+        return False
+    person = _most_leading(old_text.leading + new_text.leading)
+    lower = person.lower() if person else None
+    (said, subject), = old_text.subjects(person)
+    (news, new_subject), = new_text.subjects(person)
+    old, new = _read(said, date(2000, 1, 1), 0), _read(news, date(2000, 1, 2), 1)
+    old.subject, old.person, old.holder = subject, lower, _holder(said, person)
+    new.subject, new.person, new.holder = new_subject, lower, _holder(news, person)
+    old.vector, new.vector = 0, 1
+    return (_marks_change(new) and _versions(old, new, np.array([[1.0, cosine], [cosine, 1.0]]),
+                                             VERSION_COSINE)) or _returns_to(old, new, cosine)
+
+
+#: English words telling that a state holds again after a change: "reads paper books
+#: again", "went back to paper statements", "is back on the treadmill", "back in goal". Not
+#: "back from" (a return from a trip is an event) nor "again" of what is to be done.
+_RETURN_RE = re.compile(
+    r"\bagain\b|\bback\s+(?:to|on|in|at|into|with)\b|"
+    r"\b(?:went|goes|go|going|gone|switched|switches|moved|moves|came|comes|is|are|was|'s)"
+    r"\s+back\b(?!\s+from)", re.IGNORECASE)
+_RETURN_WORDS = frozenset({"again", "back"})
+
+
+def _returns_to(old: _Sentence, new: _Sentence, cos: float) -> bool:
+    """Does ``new`` tell that a state holds again (:data:`_RETURN_RE`) of the subject ``old``
+    tells a state of, the two at least :data:`CHANGE_COSINE` close and sharing a content
+    word besides the subject and the return's words ("Omar reads on an e-reader." / "Omar
+    reads paper books again.": "reads", cosine 0.71)? A return follows a change, so it is
+    newer than both the state it returns to and the one it leaves; as :func:`_now_instead`
+    reads "now"."""
+    if (cos < CHANGE_COSINE or not _RETURN_RE.search(new.text) or not _same_subject(old, new)
+            or new.question or new.wish or new.then or new.slot or new.passing
+            or old.question or old.slot or old.wish):
+        return False
+    return bool((old.stems & new.stems) - {old.subject or "", new.subject or ""}
+                - _RETURN_WORDS)
+
+
 def _version_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
     """The markers (numbers, negations) and :attr:`_Sentence.stems` of a sentence's
     ``text``, read as :meth:`_Sentence.__post_init__` reads them (its first lines, the
