@@ -302,20 +302,24 @@ class LearnLessons(BeliefTier):
         # a text the reply both asks to do and to avoid says nothing the tasks could decide
         # (both cite the same tasks): written, it made two contested lessons of one sentence,
         # each "confirmed" by every task shown, served side by side
-        both = ({beliefs.text_key(t) for t in reply["lessons"]}
-                & {beliefs.text_key(t) for t in reply["avoid"]})
+        # (a text refused for itself, too long or holding a control character, is refused so
+        # on each side, as before)
+        both = ({beliefs.text_key(t) for t in reply["lessons"]
+                 if beliefs.text_problem(t.strip()) is None}
+                & {beliefs.text_key(t) for t in reply["avoid"]
+                   if beliefs.text_problem(t.strip()) is None})
         out = []
         for key, kind in (("lessons", "do"), ("avoid", "avoid")):
             for text in dict.fromkeys(s.strip() for s in reply[key]):
                 if not text:
                     continue
+                if (problem := beliefs.text_problem(text)) is not None:
+                    refusals.add(f"lesson refused: {problem}")  # that one alone
+                    continue
                 if beliefs.text_key(text) in both:
                     if kind == "do":  # the pair is named once
                         refusals.add("lesson refused: the reply asks both to do and to avoid "
                                      f"{quoted_value(text[:200])}")
-                    continue
-                if (problem := beliefs.text_problem(text)) is not None:
-                    refusals.add(f"lesson refused: {problem}")  # that one alone
                     continue
                 out.append(learning.Candidate(text, kind, cited))
         derived.take(refusals)
