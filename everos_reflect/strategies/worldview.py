@@ -11,7 +11,7 @@ self-contradiction that cited the archived version is resolved with the reason.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from everos_reflect.engine.registry import RunContext, SettingSpec, count_between, set_where
@@ -98,7 +98,7 @@ class UpdateWorldview(BeliefTier):
         return beliefs.count_due(len(window), int(settings.get("threshold", 3)))
 
     def derive(self, ctx: RunContext, work: Work, budget: Budget) -> Derived:
-        from everos_reflect.llm.tasks import Record, clip_text
+        from everos_reflect.llm.tasks import Record
 
         rt, ref, state = ctx.runtime, work.ref, work.state
         keys = [str(k) for k in ctx.settings.get("keys") or beliefs.DEFAULT_KEYS]
@@ -107,12 +107,9 @@ class UpdateWorldview(BeliefTier):
         view = state.worldview()
         stale = stale_slots(state.convictions, view.current)
         slots = {**stale, **view.current}
-        current = "\n".join(  # keys and texts may be hand-written, of any length
-            f"- {clip_text(_one_line(k), MAX_KEY_CHARS)}: "
-            f"{clip_text(_one_line(c.text), MAX_CONVICTION_CHARS)}"
-            + (f" (stale: {clip_text(_one_line(reason), MAX_REASON_CHARS)})"
-               if (reason := stale_reason(entries.get(c.id), k in stale)) else "")
-            for k, c in sorted(slots.items()))
+        current = current_block(
+            [(k, c.text, stale_reason(entries.get(c.id), k in stale))
+             for k, c in sorted(slots.items())])
         derived = Derived()
         proposals = self.call(ctx, budget, [
             Record(e.id, _insight_label(e), e.content, e.timestamp) for e in shown
@@ -150,6 +147,31 @@ class UpdateWorldview(BeliefTier):
 
 #: The most characters of a stale conviction's reason the prompt shows.
 MAX_REASON_CHARS = 200
+#: The least characters of each current conviction the prompt shows, however many there are.
+MIN_CONVICTION_CHARS = 100
+#: Room a cut conviction's mark takes ("… (clipped from 1,234,567 characters)").
+_CLIP_MARK_CHARS = 40
+
+
+def current_block(slots: Sequence[tuple[str, str, str]]) -> str:
+    """The current convictions as the prompt lists them, one line each (``slots``: key, text
+    and stale reason, "" for a live one), within the room one prompt value has
+    (:data:`~everos_reflect.llm.tasks.MAX_VALUE_PROMPT_CHARS`): the texts share what the
+    keys leave, each cut to an equal part (at most :data:`MAX_CONVICTION_CHARS`, at least
+    :data:`MIN_CONVICTION_CHARS`) and saying so. Each cut to 2,000 characters, a dozen long
+    convictions passed the value's cap, and the keys listed past it (by name) were not shown
+    at all: the model could "shift" a slot it had not seen, archiving a conviction no model
+    read."""
+    from everos_reflect.llm.tasks import MAX_VALUE_PROMPT_CHARS, clip_text
+
+    # keys and texts may be hand-written, of any length
+    parts = [(f"- {clip_text(_one_line(k), MAX_KEY_CHARS)}: ", _one_line(text),
+              f" (stale: {clip_text(_one_line(reason), MAX_REASON_CHARS)})" if reason else "")
+             for k, text, reason in slots]
+    fixed = sum(len(head) + len(tail) + 1 for head, _, tail in parts)
+    share = (MAX_VALUE_PROMPT_CHARS - fixed) // max(1, len(parts)) - _CLIP_MARK_CHARS
+    cap = max(MIN_CONVICTION_CHARS, min(MAX_CONVICTION_CHARS, share))
+    return "\n".join(f"{head}{clip_text(text, cap)}{tail}" for head, text, tail in parts)
 
 
 def stale_slots(convictions: Iterable[Entry],
