@@ -242,6 +242,8 @@ def json_text(value: object) -> str:
 
     if isinstance(value, date):
         text = value.isoformat()
+    elif isinstance(value, float) and type(value).__repr__ is not float.__repr__:
+        text = repr(value)  # a number kept as the client wrote it (json writes 1e3 as 1000.0)
     else:
         try:
             text = json.dumps(value, ensure_ascii=False)
@@ -1108,13 +1110,27 @@ def query_length_problem(query: str, most: int) -> str | None:
     return None
 
 
+def escaped_byte(char: str) -> int | None:
+    """The byte ``char`` stands for when it is one Python's ``surrogateescape`` made of a byte
+    that is not UTF-8 (U+DC80-U+DCFF: a command-line argument's, an environment variable's, a
+    file name's), else ``None``."""
+    code = ord(char) if len(char) == 1 else 0
+    return code - 0xDC00 if 0xDC80 <= code <= 0xDCFF else None
+
+
 def surrogate_problem(value: str) -> str | None:
-    """``"holds U+DCFF, a byte that is not UTF-8 text"`` for the first lone surrogate of
-    ``value``, ``None`` when it has none."""
+    """``"holds the byte 0xFF, which is not UTF-8 text"`` for the first lone surrogate of
+    ``value`` that stands for a byte (:func:`escaped_byte`), as the user's file or terminal
+    holds it: it was named "U+DCFF", Python's inside, which is in no file. Any other lone
+    surrogate (a library caller's text) is named by its code point. ``None`` when it has
+    none."""
     found = SURROGATES.search(value)
     if found is None:
         return None
-    return f"holds U+{ord(found.group()):04X}, a byte that is not UTF-8 text"
+    byte = escaped_byte(found.group())
+    if byte is not None:
+        return f"holds the byte 0x{byte:02X}, which is not UTF-8 text"
+    return f"holds U+{ord(found.group()):04X}, a lone surrogate, which is not text"
 
 
 #: What breaks a line somewhere: a line feed, a carriage return (the writer turns a lone one

@@ -14,7 +14,14 @@ import difflib
 import unicodedata
 from collections.abc import Iterable
 
-from everos_reflect.model import empty_id, json_got, json_type, must_not_be_empty, quoted_value
+from everos_reflect.model import (
+    empty_id,
+    escaped_byte,
+    json_got,
+    json_type,
+    must_not_be_empty,
+    quoted_value,
+)
 
 __all__ = ["counted", "did_you_mean", "json_type", "lookalike", "missing", "one_of",
            "shown_number", "unknown", "unknown_named", "unknown_strategy"]
@@ -61,6 +68,9 @@ def lookalike(name: str) -> str:
     nothing said what differs."""
     for at, char in enumerate(name, start=1):
         if not "!" <= char <= "~":
+            byte = escaped_byte(char)
+            if byte is not None:  # it was "U+DCFF (unnamed character)": Python's inside
+                return f"its character {at:,} is the byte 0x{byte:02X}, not UTF-8 text"
             # Unicode gives control characters no name: U+000A was "(unnamed character)"
             named = unicodedata.name(char, "a control character" if
                                      unicodedata.category(char) == "Cc" else "unnamed character")

@@ -423,6 +423,8 @@ def _timezone(value: Any) -> str | None:
     except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long to look up
         return f"unknown time zone {quoted_value(value)}" + (
             _zone_meant(value) or " (use an IANA name such as 'UTC' or 'Europe/Paris')")
+    if (placeholder := placeholder_zone(value)) is not None:
+        return placeholder
     if not is_iana_zone(value):
         return (f"{quoted_value(value)} is not an IANA time zone name (use one such as 'UTC' "
                 "or 'Europe/Paris')")
@@ -450,14 +452,33 @@ def is_iana_zone(name: str) -> bool:
     """Whether ``name`` is a zone of the IANA database, not only a file ``ZoneInfo`` can load:
     ``localtime`` (a link to this machine's zone), ``posix/…`` and ``right/…`` (copies; the
     latter count leap seconds) load too, and ``localtime`` made the schedule follow whatever
-    zone the host was set to, moved with it, and read as another zone on every other host."""
+    zone the host was set to, moved with it, and read as another zone on every other host.
+    Nor is a placeholder that names no place (:data:`PLACEHOLDER_ZONES`)."""
     return name == "UTC" or name in _iana_zones()
+
+
+#: Names the tz database holds that are no zone of any place: ``Factory`` is what a system
+#: image is set to before anyone chose its zone (UTC, shown as "-00": "local time zone must
+#: be set"). ``timezone = "Factory"`` was accepted, and the schedule ran on UTC while the
+#: config read as if a zone had been chosen.
+PLACEHOLDER_ZONES = frozenset({"Factory"})
+
+
+def placeholder_zone(name: str) -> str | None:
+    """Why ``name`` is refused as a time zone when it is one of :data:`PLACEHOLDER_ZONES`,
+    else ``None``: config validation (``lint``, ``status``, the daemon) and the scheduler's
+    triggers say it alike."""
+    if name not in PLACEHOLDER_ZONES:
+        return None
+    return (f"{quoted_value(name)} is the tz database's placeholder for a zone nobody set "
+            "(its clock is UTC shown as \"-00\"), not a place's zone: use 'UTC' or a zone such "
+            "as 'Europe/Paris'")
 
 
 @functools.cache
 def _iana_zones() -> frozenset[str]:
     # available_timezones() leaves out posix/, right/ and posixrules, but not localtime
-    return frozenset(available_timezones() - {"localtime"})
+    return frozenset(available_timezones() - {"localtime"} - PLACEHOLDER_ZONES)
 
 
 CHECKS: dict[tuple[str, str], Check] = {

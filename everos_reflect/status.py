@@ -70,8 +70,8 @@ def at_line(line: object, message: str) -> str:
 
 
 #: A file's problem as ``status`` keeps it until it writes the document: ``(line, message)``,
-#: line 0 for a problem of the whole file.
-Located = tuple[int, str]
+#: line 0 for a problem of the whole file, message ``None`` for one the index holds none of.
+Located = tuple[int, str | None]
 
 
 def line_of(line: object) -> int:
@@ -86,14 +86,22 @@ def located(problem: Any) -> Located | None:
     if isinstance(problem, dict):
         if problem.get("severity") == "warning":
             return None
-        return line_of(problem.get("line", 0)), str(problem.get("message", ""))
-    return 0, str(problem)
+        return line_of(problem.get("line", 0)), _message_of(problem.get("message", ""))
+    return 0, _message_of(problem)
+
+
+def _message_of(value: object) -> str | None:
+    """A recorded problem's message as text, ``None`` for a null one (a hand-edited or damaged
+    index): it was shown as the text "None" (``status``'s "line 3: None", ``--json``'s
+    ``"3: None"``), a message nobody wrote; ``status`` shows it as its table shows any value
+    that is not there ("-"), ``--json`` as null."""
+    return None if value is None else str(value)
 
 
 def problem_line(problem: Any) -> str | None:
     """:func:`at_line` of a diagnostic the index recorded (warnings are left to ``lint``)."""
     found = located(problem)
-    return None if found is None else at_line(*found)
+    return None if found is None else at_line(found[0], "-" if found[1] is None else found[1])
 
 
 def problems_item(file: str, problems: list[Located]) -> dict[str, Any]:
@@ -103,7 +111,8 @@ def problems_item(file: str, problems: list[Located]) -> dict[str, Any]:
     "N: message" at the first ": ", and a problem of the whole file whose message began
     with a number and ": " was shown as being on that line."""
     return {"file": path_text(file),
-            "problems": [path_text(at_line(line, message)) for line, message in problems],
+            "problems": [None if message is None else path_text(at_line(line, message))
+                         for line, message in problems],
             "lines": [line for line, _ in problems]}
 
 

@@ -72,20 +72,20 @@ def test_help_and_version_are_not_errors(root: Path) -> None:
 
 
 #: A byte that is not UTF-8 in an argument (``add --subject $'\xff'``) reaches Python as the
-#: lone surrogate U+DCFF.
+#: lone surrogate U+DCFF, named as the byte 0xFF the user typed.
 NOT_UTF8 = "caf\udcff"
 
 
 @pytest.mark.parametrize(("args", "says"), [
     (["add", "--user", "u1", "--subject", NOT_UTF8, "--content", "c"],
-     "error: --subject holds U+DCFF, a byte that is not UTF-8 text"),
+     "error: --subject holds the byte 0xFF, which is not UTF-8 text"),
     (["add", "--user", "u1", "--subject", "s", "--content", NOT_UTF8],
-     "error: --content holds U+DCFF, a byte that is not UTF-8 text"),
+     "error: --content holds the byte 0xFF, which is not UTF-8 text"),
     (["task", "add", "--user", "u1", "--type", "deploy", "--goal", NOT_UTF8, "--step", "s",
-      "--outcome", "success"], "error: --goal holds U+DCFF, a byte that is not UTF-8 text"),
-    (["search", NOT_UTF8], "error: query: holds U+DCFF, a byte that is not UTF-8 text"),
+      "--outcome", "success"], "error: --goal holds the byte 0xFF, which is not UTF-8 text"),
+    (["search", NOT_UTF8], "error: query: holds the byte 0xFF, which is not UTF-8 text"),
     (["search", NOT_UTF8, "--mode", "keyword"],
-     "error: query: holds U+DCFF, a byte that is not UTF-8 text"),
+     "error: query: holds the byte 0xFF, which is not UTF-8 text"),
 ])
 def test_an_argument_that_is_not_utf8_text_is_one_error_line_and_nothing_is_written(
     root: Path, args: list[str], says: str

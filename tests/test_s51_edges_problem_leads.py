@@ -12,12 +12,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from click.testing import CliRunner
-
 from everos_reflect.cli.common import problem_cell
 from everos_reflect.cli.main import cli
 from everos_reflect.cli.store_cmds import _render_status
 from everos_reflect.errors import MarkdownError, NeverIndexed
+from tests.status_fixtures import root_with_bad_log
 
 LOG = "a/p/users/u1/episodes/episode-2026-10-12.md"
 
@@ -41,12 +40,7 @@ def test_a_lead_holding_a_colon_is_cut_at_the_format_s_separator() -> None:
 
 
 def test_status_json_carries_each_problem_s_line(tmp_path: Path) -> None:
-    root = tmp_path / "root"
-    runner = CliRunner()
-    assert runner.invoke(cli, ["init", str(root)]).exit_code == 0
-    log = root / "default_app/default_project/users/u1/episodes/episode-2026-10-12.md"
-    log.parent.mkdir(parents=True)
-    log.write_text("---\nuser_id: [unclosed\n---\n")
+    root, runner = root_with_bad_log(tmp_path)
     result = runner.invoke(cli, ["status", "--root", str(root), "--json"])
     [item] = json.loads(result.stdout)["files_with_problems"]
     assert len(item["lines"]) == len(item["problems"]) >= 1 and any(item["lines"])

@@ -22,6 +22,7 @@ from everos_reflect.llm.openai_llm import OpenAILLM
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import ServerSettings, Settings
 from tests.api_client import ApiClient
+from tests.status_fixtures import root_with_bad_log
 from tests.test_mcp_eof import _opening, _serve
 from tests.test_serve_slow_clients import _answer, port  # noqa: F401  (a fixture)
 
@@ -120,7 +121,7 @@ def test_a_command_line_value_with_a_byte_that_is_no_utf8_is_said_so(root: Path)
     result = CliRunner().invoke(cli, ["lessons", "--root", str(root), "--user", "u1",
                                       "--task-type", "de\udcffploy"])
     assert result.exit_code == 1, result.output
-    assert result.stderr == "error: task_type: holds U+DCFF, a byte that is not UTF-8 text\n"
+    assert result.stderr == "error: task_type: holds the byte 0xFF, which is not UTF-8 text\n"
 
 
 @pytest.mark.parametrize("cell", ["5", "not json", '{"line": 3}', "[[[[" * 2])
@@ -128,13 +129,7 @@ def test_status_reads_a_damaged_problems_cell_as_that_file_s_problem(
         tmp_path: Path, cell: str) -> None:
     import sqlite3
 
-    root = tmp_path / "root"
-    runner = CliRunner()
-    assert runner.invoke(cli, ["init", str(root)]).exit_code == 0
-    log = root / "default_app/default_project/users/u1/episodes/episode-2026-10-12.md"
-    log.parent.mkdir(parents=True)
-    log.write_text("---\nuser_id: [unclosed\n---\n")
-    assert runner.invoke(cli, ["reindex", "--root", str(root)]).exit_code == 0
+    root, runner = root_with_bad_log(tmp_path, indexed=True)
     conn = sqlite3.connect(root / ".index/sqlite/system.db")
     with conn:
         assert conn.execute("UPDATE files SET problems = ? WHERE problems != '[]'",

@@ -70,7 +70,11 @@ def test_a_log_refused_while_it_stands_still_leaves_the_index_as_a_reindex_does(
     rel = rt.store.rel(path)
     refusing = _refuse(monkeypatch, path.name)
 
-    held = Indexer(rt).sync_path(path)  # written a moment ago: maybe an editor's save
+    # written a moment ago: maybe an editor's save. Said so, not left to the clock: the log
+    # had to be synced within JUST_WRITTEN_NS (2 s) of the second append, which a loaded
+    # machine missed (the sync then took it as standing still, and nothing was held)
+    monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 10**18)
+    held = Indexer(rt).sync_path(path)
     assert held.moving and indexed_ids(rt) == {first, second}
 
     monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 0)  # it stands still from now on

@@ -64,59 +64,54 @@ def undo_said(caplog: pytest.LogCaptureFixture, narrative: str) -> list[str]:
             and r.levelno >= logging.WARNING and narrative in r.getMessage()]
 
 
-def test_a_copy_refusing_the_undo_is_rolled_back_there_and_the_undo_said_finished(
-        root: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+COPY_OUTCOMES = [
+    pytest.param(MarkdownError, 0, "is finished there, but not in the logs of {copy}",
+                 ("rolled back", "undo it there with --user u_bob"),
+                 ("cannot be finished", "cannot finish"), False, id="refused-rolled-back-there"),
+    pytest.param(OSError, 1, "is finished; a copy of its folder taken by hand while it was "
+                 "half done cannot be finished yet", ("the next start finishes it",),
+                 ("cannot finish",), True, id="io-error-row-kept-for-the-copy"),
+]
+
+
+@pytest.mark.parametrize(("error", "rows_left", "said_first", "said_also", "not_said",
+                          "copy_undone"), COPY_OUTCOMES)
+def test_a_copy_refusing_or_failing_the_undo_is_said_apart_from_the_finished_undo(
+        root: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        error: type[Exception], rows_left: int, said_first: str, said_also: tuple[str, ...],
+        not_said: tuple[str, ...], copy_undone: bool) -> None:
+    """A copy whose log refuses the undo has it rolled back there (nothing left to do); one
+    failing on I/O keeps the row, and the next start finishes the undo there."""
     rt, first, fourth, update = update_merged(root)
     try:
         kill_undo_after_restoring(rt, monkeypatch, update)
         copy_to_bob(rt)
         Indexer(rt).scan()
-        refusing_in(rt, monkeypatch, BOB, MarkdownError)
+        refusing_in(rt, monkeypatch, BOB, error)
 
         with caplog.at_level(logging.WARNING):
             journal.recover(rt, Indexer(rt))
         monkeypatch.undo()
 
-        andrew = check_invariants(rt, ANDREW)
+        andrew = all_entries(rt, ANDREW)
         assert andrew[update.id].deprecated_by == UNDONE  # finished where it began
         assert andrew[fourth.id].deprecated_by is andrew[first.id].deprecated_by is None
-        bob = all_entries(rt, BOB)  # the copy rolled back: the merge whole, as before it
-        assert bob[update.id].deprecated_by is None
-        assert bob[fourth.id].deprecated_by == bob[first.id].deprecated_by == update.id
-        assert journal_rows(rt) == 0  # nothing left to do
+        assert journal_rows(rt) == rows_left
         said = undo_said(caplog, update.id)
-        assert not any("cannot be finished" in m or "cannot finish" in m for m in said), said
+        assert not any(words in m for m in said for words in not_said), said
         [copy] = said
-        assert copy.startswith(f"the interrupted undo of {update.id} ({ANDREW}) is finished "
-                               f"there, but not in the logs of {BOB}")
-        assert "rolled back" in copy and "undo it there with --user u_bob" in copy
-    finally:
-        rt.close()
+        assert copy.startswith(f"the interrupted undo of {update.id} ({ANDREW}) "
+                               + said_first.format(copy=BOB)), copy
+        assert all(words in copy for words in said_also), copy
 
-
-def test_a_copy_failing_on_io_keeps_the_row_and_says_the_undo_itself_is_finished(
-        root: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    rt, _, _, update = update_merged(root)
-    try:
-        kill_undo_after_restoring(rt, monkeypatch, update)
-        copy_to_bob(rt)
-        Indexer(rt).scan()
-        refusing_in(rt, monkeypatch, BOB, OSError)
-
-        with caplog.at_level(logging.WARNING):
-            journal.recover(rt, Indexer(rt))
-        monkeypatch.undo()
-
-        assert all_entries(rt, ANDREW)[update.id].deprecated_by == UNDONE
-        assert journal_rows(rt) == 1  # the copy is left to do
-        [said] = undo_said(caplog, update.id)
-        assert said.startswith(f"the interrupted undo of {update.id} ({ANDREW}) is finished; "
-                               "a copy of its folder taken by hand while it was half done "
-                               "cannot be finished yet")
-
-        journal.recover(rt, Indexer(rt))  # the disk has room again: the copy is finished
+        journal.recover(rt, Indexer(rt))  # the next start (the disk has room again)
         assert journal_rows(rt) == 0
-        assert state(check_invariants(rt, BOB)) == state(all_entries(rt, ANDREW))
+        bob = check_invariants(rt, BOB)
+        assert (bob[update.id].deprecated_by == UNDONE) is copy_undone
+        assert {bob[fourth.id].deprecated_by, bob[first.id].deprecated_by} \
+            == ({None} if copy_undone else {update.id})  # rolled back: the merge whole
+        if copy_undone:
+            assert state(bob) == state(all_entries(rt, ANDREW))
     finally:
         rt.close()
 

@@ -65,7 +65,28 @@ def _finite_float(text: str) -> float:
     if math.isinf(value):
         raise NotAJSONNumber(f"the number {_quoted(text)} is too large to be read (past "
                              f"{sys.float_info.max:.4g})")
-    return value
+    return value if repr(value) == text else WrittenJSONFloat(text)
+
+
+class WrittenJSONFloat(float):
+    """A JSON number with a fraction or an exponent that Python writes otherwise (``1e3`` is
+    ``1000.0``, ``10.50`` is ``10.5``), shown as the client wrote it: ``"top_k": 1e3`` was
+    refused "got 1000.0", a value nobody sent. Only a token Python writes otherwise is made
+    one (a Python call per such number, which :func:`_finite_float` is already). Its text is
+    the token of the body (bounded by ``limits.max_request_bytes``); a message quoting it
+    cuts it as every value quoted back is (:func:`~everos_reflect.model.quoted_value`)."""
+
+    written: str
+
+    def __new__(cls, text: str) -> WrittenJSONFloat:
+        value = super().__new__(cls, text)
+        value.written = text
+        return value
+
+    def __repr__(self) -> str:
+        return self.written
+
+    __str__ = __repr__
 
 
 class NegativeZero(int):

@@ -167,6 +167,36 @@ def _readable(why: str, most: int = 200) -> str:
     return why if len(why) <= most else why[:most] + "…"
 
 
+#: What uvicorn logs, with nothing else, of each request h11 cannot read.
+_UVICORN_INVALID = "Invalid HTTP request received."
+
+
+class _QuietInvalid:
+    """uvicorn's logger for a connection, without its line of a request h11 cannot read: that
+    line ("Invalid HTTP request received.", a WARNING of ``uvicorn.error``) said neither what
+    was refused nor whose request it was, and named an error where a client sent bad bytes.
+    :meth:`DeadlineH11Protocol.send_400_response` logs its own line instead."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self._logger = logger
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._logger, name)
+
+    def warning(self, msg: object, *args: object, **kwargs: object) -> None:
+        if msg != _UVICORN_INVALID:
+            self._logger.warning(msg, *args, **kwargs)  # type: ignore[arg-type]
+
+
+def client_text(client: tuple[str, int] | None) -> str:
+    """``127.0.0.1:50312`` (``[::1]:50312``) for a connection's peer, ``a client`` when the
+    transport does not say."""
+    if not client:
+        return "a client"
+    host, port = client[0], client[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 class DeadlineH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with a deadline on reading each request and a bound on the
     connections held at once, answering a request that is no valid HTTP in JSON (module
@@ -181,6 +211,8 @@ class DeadlineH11Protocol(H11Protocol):
     _framing: _Framing | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if not isinstance(self.logger, _QuietInvalid):
+            self.logger = _QuietInvalid(self.logger)  # type: ignore[assignment]
         super().connection_made(transport)
         read = self.conn.next_event
 
@@ -235,6 +267,11 @@ class DeadlineH11Protocol(H11Protocol):
         error, reading = self._protocol_error or (None, None)
         status, code, message = _invalid_request(error, reading,
                                                  self.conn._max_incomplete_event_size)
+        # one line, at INFO as uvicorn's access line of any other refused request: the
+        # client's fault, not the daemon's; the message is bounded and the log's formatter
+        # escapes what it holds
+        log.info("refused a request from %s: %s (answered %d)", client_text(self.client),
+                 message, status)
         body = json.dumps({"error": {"code": code, "message": message}}).encode()
         headers = [(b"content-type", b"application/json"),
                    (b"content-length", str(len(body)).encode()), (b"connection", b"close")]
@@ -273,9 +310,8 @@ class DeadlineH11Protocol(H11Protocol):
         self._deadline = None
         if self.transport.is_closing():
             return
-        client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
         log.warning("closed the connection of %s: its request was not received whole "
-                    "within %g seconds", client, seconds)
+                    "within %g seconds", client_text(self.client), seconds)
         cycle = self.cycle
         if cycle is None or cycle.response_complete or not cycle.response_started:
             self.transport.write(_timeout_answer(seconds))  # no answer of ours under way

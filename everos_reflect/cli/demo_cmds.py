@@ -63,10 +63,17 @@ UNDO_PARTIAL_EXIT = 3
 def undo_cmd(merged_id: str, user_id: str, app_id: str | None, project_id: str | None,
              cascade: bool, root: str | None, as_json: bool) -> None:
     """Revert the Reflection merge that wrote MERGED_ID: its sources and their facts live again,
-    the narrative and its facts are archived (deprecated_by: undone).
+    the narrative and its facts are archived (deprecated_by: undone). With --cascade the later
+    merges built on it are undone first, newest first.
 
-    Exit codes: 0 done; 1 refused or failed (nothing changed); 3 partial: done, but a source
-    could not be restored, its entry being no longer in the logs (named in the output)."""
+    Exit codes: 0 done; 3 partial: done, but a source could not be restored, its entry being
+    no longer in the logs (named in the output); 1 refused or failed, the message saying what
+    is left. Refused before any write, or by a log changed by hand half-way (the undo rolled
+    back), the logs are as before. An I/O error half-way leaves the undo to the next command
+    that writes (or run, or serve), which finishes it. A --cascade refused at an earlier merge
+    takes back the later undos it did (one stopped by an I/O error is taken back by that next
+    command); one a log refuses to take back stays done, named with what finishes the
+    cascade."""
     from everos_reflect.markdown.parser import lookup_entry_id
     from everos_reflect.strategies.undo import undo_merge
 

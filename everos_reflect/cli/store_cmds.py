@@ -101,12 +101,26 @@ KERNEL_FILE_SYSTEMS = frozenset({
     "pstore", "bpf", "efivarfs", "fusectl", "binfmt_misc", "mqueue", "hugetlbfs", "devpts"})
 
 
+#: The mount table :func:`mount_of` reads (Linux).
+MOUNT_TABLE = Path("/proc/self/mountinfo")
+#: Where the machine's device files are: a folder on the file system mounted here is refused as
+#: a root whatever its type (``devtmpfs``, or a container's ``tmpfs``).
+DEVICE_FOLDER = "/dev"
+
+
 def file_system_of(path: Path) -> str | None:
     """The type of the file system ``path`` is on (``proc``, ``ext4``), from the mount table
     (``/proc/self/mountinfo``, Linux): the mount point that holds it deepest. ``None`` when
     it cannot be told (another OS, no ``/proc``)."""
+    found = mount_of(path)
+    return None if found is None else found[0]
+
+
+def mount_of(path: Path) -> tuple[str, str] | None:
+    """``(type, mount point)`` of the file system ``path`` is on (:func:`file_system_of`);
+    ``None`` when it cannot be told."""
     try:
-        table = Path("/proc/self/mountinfo").read_text(encoding="utf-8", errors="replace")
+        table = MOUNT_TABLE.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
     real = os.path.realpath(path)
@@ -121,7 +135,41 @@ def file_system_of(path: Path) -> str | None:
         inside = real == point or real.startswith(point.rstrip("/") + "/")
         if inside and len(point) >= len(best):
             best, kind = point, rest.split()[0]
-    return kind
+    return None if kind is None else (kind, best)
+
+
+def _existing(path: Path) -> Path:
+    """``path``, or the nearest folder above it that exists."""
+    there = path
+    while not there.exists() and there != there.parent:
+        there = there.parent
+    return there
+
+
+def unfit_folder(path: Path) -> str | None:
+    """Why ``init`` must not make a root at ``path``, checked before anything is written, when
+    it is on a file system that holds no program's files: one the kernel serves of itself
+    (:data:`KERNEL_FILE_SYSTEMS`), or the device files' (``devtmpfs``, or whatever is
+    mounted at :data:`DEVICE_FOLDER`). As root, ``init /dev`` wrote ``everos.toml`` and
+    ``ome.toml`` among the device files (devtmpfs takes them, in memory, gone at the next
+    boot), and ``init /dev/memory`` made a folder there. A ``tmpfs`` elsewhere (``/tmp``,
+    ``/dev/shm``) is an ordinary folder and is not refused. ``None`` when fit, or when it
+    cannot be told."""
+    there = _existing(path)
+    found = mount_of(there)
+    if found is None:
+        return None
+    kind, point = found
+    where = "it" if there == path else one_line(there)
+    if kind in KERNEL_FILE_SYSTEMS:
+        return (f"cannot make a memory root at {one_line(path)}: {where} is on a {kind} file "
+                "system, which the kernel serves of itself and which takes no files a "
+                "program makes; choose a folder on a disk")
+    if kind == "devtmpfs" or point == DEVICE_FOLDER:
+        return (f"cannot make a memory root at {one_line(path)}: {where} is on the {kind} "
+                f"file system mounted at {one_line(point)}, which holds the machine's device "
+                "files, in memory until the next boot; choose a folder on a disk")
+    return None
 
 
 def kernel_folder(path: Path, exc: OSError) -> str | None:
@@ -129,9 +177,7 @@ def kernel_folder(path: Path, exc: OSError) -> str | None:
     system the kernel serves of itself (:data:`KERNEL_FILE_SYSTEMS`), else ``None``.
     ``init /proc/self`` said "No such file or directory: /proc/7674/everos.toml" of a folder
     that exists, and ``init /sys/kernel`` (as root) "Permission denied": neither is why."""
-    there = path
-    while not there.exists() and there != there.parent:
-        there = there.parent
+    there = _existing(path)
     kind = file_system_of(there)
     if kind not in KERNEL_FILE_SYSTEMS:
         return None
@@ -188,6 +234,9 @@ def init_cmd(target: str | None, root: str | None, force: bool, as_json: bool) -
         path / USER_FILE_NAME: everos_toml_template(),
         path / OME_FILE_NAME: packaged_text("ome.toml"),
     }
+    unfit = unfit_folder(path)
+    if unfit is not None:
+        fail(unfit)
     existing = [p for p in files if p.exists()]
     if existing and not force:
         names = ", ".join(str(p) for p in existing)
@@ -428,7 +477,9 @@ def _with_lines(item: dict[str, Any]) -> list[tuple[str, int]]:
     file), read from the item's ``lines``, never from the text: split at its first ": ", a
     message of the whole file that led with a number ("2026: …") was shown on that line. An
     item without ``lines`` (a daemon of an earlier version) shows each problem as written."""
-    problems = [str(p) for p in item.get("problems") or []]
+    # a null problem (a message the index held none of) as the table shows what is not
+    # there: it was the text "None"
+    problems = ["-" if p is None else str(p) for p in item.get("problems") or []]
     lines = item.get("lines")
     if not isinstance(lines, list) or len(lines) != len(problems):
         return [(problem, 0) for problem in problems]

@@ -22,7 +22,7 @@ from apscheduler.triggers.combining import OrTrigger
 from apscheduler.triggers.cron import CronTrigger as _APCron
 
 from everos_reflect.model import quoted_value
-from everos_reflect.settings import is_iana_zone
+from everos_reflect.settings import is_iana_zone, placeholder_zone
 
 _MACROS = {
     "@yearly": "0 0 1 1 *",
@@ -180,6 +180,8 @@ def time_zone(tz: str) -> ZoneInfo:
     except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
         raise ValueError(f"unknown timezone {quoted_value(tz)} (use an IANA name such as "
                          "'UTC' or 'Europe/Paris')") from exc
+    if (placeholder := placeholder_zone(tz)) is not None:  # `Factory`: no place's zone
+        raise ValueError(placeholder)
     if not is_iana_zone(tz):  # `localtime`: whatever zone the host is set to
         raise ValueError(f"{quoted_value(tz)} is not an IANA timezone name (use one such as "
                          "'UTC' or 'Europe/Paris')")

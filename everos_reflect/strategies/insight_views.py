@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import MarkdownError, UnknownEntry
-from everos_reflect.markdown.parser import is_entry_id
+from everos_reflect.markdown.parser import UNDONE, is_entry_id
 from everos_reflect.model import (
     MAX_LISTED_EVIDENCE,
     EntryId,
@@ -39,6 +39,8 @@ MAX_TREE_NODES = 5_000
 #: bounded the count, not the size: twelve hand-written insights of 200 KB citing one
 #: another made a 2.4 MB log explain as 893 MB of JSON (2 GB of memory, API and MCP too).
 MAX_NODE_TEXT_CHARS = 8_000
+#: Most characters of a node's ``stale_reason`` (the daemon writes a line; a person, anything).
+MAX_REASON_CHARS = 1_000
 MAX_TREE_CHARS = 2_000_000
 
 
@@ -88,7 +90,8 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
     """The citation tree of ``entry_id`` down to the Episodes, with dates.
 
     Each node: ``id``, ``kind``, ``date``, ``text``, ``status``, ``deprecated_by`` and
-    ``evidence`` (child nodes). A merged narrative (an Episode written by Reflection) also
+    ``evidence`` (child nodes); a stale or retired record also its ``stale_reason`` (clipped
+    to :data:`MAX_REASON_CHARS`). A merged narrative (an Episode written by Reflection) also
     carries ``sentences`` — each sentence with the source Episodes it stands for, from its
     sentence-level provenance (``recorded`` false when only the entry-level ``sources`` were
     left to go by, e.g. after a hand edit) — and its evidence is those sources, so the tree
@@ -174,6 +177,11 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
             "text": clip_text(entry.content or entry.subject, MAX_NODE_TEXT_CHARS),
             "status": node_status(entry) if entry.kind.derived else None,
             "deprecated_by": entry.deprecated_by, "evidence": []}
+        # why it no longer stands, where its status says so: the tree said "stale" alone,
+        # and which citation broke was listed nowhere for a record below the root
+        if out["status"] in ("stale", "retired") and \
+                (reason := meta_text(entry.meta.get("stale_reason"))):
+            out["stale_reason"] = clip_text(reason, MAX_REASON_CHARS)
         if entry.kind is Kind.ATOMIC_FACT and entry.parent_id:
             out["parent_id"] = entry.parent_id
         # an id a hand edit wrote twice is one citation: listed twice, ``cites_back`` named it
@@ -229,7 +237,7 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
 
 def _chars(node: dict[str, Any]) -> int:
     """The characters of text a tree node holds: its text and its sentences with their ids."""
-    return len(node.get("text") or "") + sum(
+    return len(node.get("text") or "") + len(node.get("stale_reason") or "") + sum(
         len(s["text"]) + sum(len(i) for i in s["sources"]) for s in node.get("sentences") or ())
 
 
@@ -253,10 +261,12 @@ def render_tree(tree: dict[str, Any], indent: str = "") -> list[str]:
     elif tree.get("unreadable"):
         line = f"{indent}{tree['id']}  (its log cannot be read now: see lint)"
     else:
-        marks = [m for m in (tree.get("status") if tree.get("status") not in (None, "active")
-                             else None,
-                             f"archived -> {tree['deprecated_by']}" if tree.get("deprecated_by")
-                             else None) if m]
+        status = tree.get("status") if tree.get("status") not in (None, "active") else None
+        if status and tree.get("stale_reason"):
+            status = f"{status}: {_clip(tree['stale_reason'], 120)}"
+        archived = tree.get("deprecated_by")
+        marks = [m for m in (status, "merge undone" if archived == UNDONE else
+                             f"archived -> {archived}" if archived else None) if m]
         extra = f"  [{', '.join(marks)}]" if marks else ""
         text = _clip(tree.get("text") or "", 100)
         line = f"{indent}{tree['id']}  {tree.get('date') or 'undated'}  {text}{extra}"

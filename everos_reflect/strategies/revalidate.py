@@ -49,6 +49,7 @@ from everos_reflect.index.audit import (
 )
 from everos_reflect.index.db import transaction
 from everos_reflect.llm.task_catalog import MIN_CITATIONS
+from everos_reflect.markdown.parser import UNDONE
 from everos_reflect.model import Entry, Kind, UserRef, id_order
 from everos_reflect.problem_words import counted
 from everos_reflect.strategies import beliefs, provenance
@@ -85,17 +86,54 @@ def current_form(eid: str, records: dict[str, Entry]) -> Entry | None:
     return entry
 
 
-def current_evidence(insight: Entry, records: dict[str, Entry]) -> list[Entry]:
-    """The insight's evidence re-pointed to its current forms, usable ones only, in order."""
+def current_forms(eid: str, records: dict[str, Entry]) -> list[Entry]:
+    """The live records ``eid`` stands for now: :func:`current_form`, except that a merged
+    narrative whose merge was undone (``deprecated_by: undone``, where its archive chain
+    may end too) stands for its ``sources``, each followed to its own current forms: the
+    undo restored them. Dropped like a deleted record instead, an insight citing the
+    narrative and one other record was retired with no model asked ("fewer than 2 cited
+    records remain"), though every Episode the narrative summed up was live again. Each
+    record is visited once, so a hand-made loop of sources ends."""
     out: list[Entry] = []
+    seen: set[str] = set()
+    todo = [eid]
+    while todo:
+        start = todo.pop()
+        if start in seen:
+            continue
+        seen.add(start)
+        entry = records.get(start)
+        hops = 0
+        while entry is not None and entry.deprecated_by and entry.deprecated_by != UNDONE \
+                and hops < MAX_HOPS:
+            hops += 1
+            seen.add(entry.id)
+            entry = records.get(entry.deprecated_by)
+            if entry is not None and entry.id in seen:
+                entry = None
+        if entry is None:
+            continue
+        if entry.deprecated_by == UNDONE and entry.kind is Kind.EPISODE:
+            todo.extend(reversed([s for s in entry.sources if s not in seen]))
+            continue
+        out.append(entry)
+    return out
+
+
+def current_evidence(insight: Entry, records: dict[str, Entry]) -> list[Entry]:
+    """The insight's evidence re-pointed to its current forms (:func:`current_forms`),
+    usable ones only, in order."""
+    out: list[Entry] = []
+    ids: set[str] = set()
     for eid in provenance.evidence_of(insight):
-        entry = current_form(eid, records)
-        if entry is None or entry.deprecated_by:
-            continue
-        if entry.kind.derived and provenance.status_of(entry) != provenance.ACTIVE:
-            continue
-        if entry.id not in {e.id for e in out}:
-            out.append(entry)
+        for entry in current_forms(eid, records):
+            if entry.deprecated_by:
+                continue
+            if entry.kind.derived and provenance.status_of(entry) != provenance.ACTIVE:
+                continue
+            if entry.id not in ids:
+                ids.add(entry.id)
+                out.append(entry)
     return out
 
 
@@ -916,6 +954,9 @@ class RevalidateInsights(Strategy):
                          "evidence_hash": {e.id: e.text_hash for e in cited},
                          "depth": revision_depth(cited),
                          "derivation": f"rv_{insight.id}", "revises": insight.id})
+            # the revision is the model's text: copied, the old insight's ``provider`` said
+            # an offline topic insight revised by a model was still an offline count
+            meta["provider"] = row.provider or rt.llm.provider
             new = rt.store.append(ref, Kind.INSIGHT, meta, {"Insight": verdict["insight"]},
                                   derived=True)
             rt.store.deprecate(ref, {insight.id: new.id})

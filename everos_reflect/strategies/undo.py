@@ -340,7 +340,8 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
                          undo=merged_id, cluster_id=narrative.parent_id, restore=restore_ids,
                          archived_facts=sorted(e.id for e in found.facts),
                          previous=previous.id if previous is not None else None,
-                         sources=_sources(runtime, ref, merged_id, narrative))
+                         sources=_sources(runtime, ref, merged_id, narrative),
+                         prior_status=_audit_before(runtime, ref, merged_id))
         # Written before the first patch: a kill from here on is finished by the next start.
         row_id = f"ru_{uuid.uuid4().hex[:16]}"
         merge_journal.insert(runtime.db(), row_id, ref, narrative.parent_id or "",
@@ -354,14 +355,12 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
     if result.ref != ref:  # finished where the folder went, with its row
         result.cascaded = cascaded
         return result
-    finished = _copies_finished(runtime, intent, also=copied)
-    if finished is None:
-        result.cascaded = cascaded
-        return result  # its row stays: the next start finishes the copies
-    result.copied_to = finished
-    with transaction(runtime.db()):
-        merge_journal.delete(runtime.db(), row_id)
+    copies = _copies_finished(runtime, intent, also=copied)
+    result.copied_to = [c.ref for c in copies.finished]
     result.cascaded = cascaded
+    if not copies.failed:  # else its row stays: the next start finishes those copies
+        with transaction(runtime.db()):
+            merge_journal.delete(runtime.db(), row_id)
     return result
 
 
@@ -382,11 +381,17 @@ def _cascade_taken_back(runtime: Runtime, merged_id: str, cascaded: list[UndoRes
     each later undo; one that cannot be taken back (a log refusing that too) is named, with
     what to do to finish the cascade instead."""
     said, kept = [], []
+    left: str | None = None  # a take-back stopped half-way, its row kept for the next start
     for step in reversed(cascaded):
         try:
             _take_back(runtime, step)
             for ref in copied:
                 _take_back_in_copy(runtime, step, ref)
+        except _TakeBackLeft as half:
+            left = (f"; taking back the undo of {step.merged_entry_id} this --cascade did "
+                    f"first stopped half-way ({describe(half.error)}): the next start (a "
+                    "command that writes, a run, serve) finishes taking it back")
+            break
         except Exception as again:
             if runtime.root_gone():
                 raise
@@ -402,10 +407,12 @@ def _cascade_taken_back(runtime: Runtime, merged_id: str, cascaded: list[UndoRes
                  f"({'each' if len(said) > 1 else 'it'} live again, its sources archived "
                  "toward it)")
     if kept:
-        left = [s.merged_entry_id for s in cascaded if s.merged_entry_id not in said]
-        note += (f"; the undo of {', '.join(left)} this --cascade did first stays done: "
+        done = [s.merged_entry_id for s in cascaded if s.merged_entry_id not in said]
+        note += (f"; the undo of {', '.join(done)} this --cascade did first stays done: "
                  f"taking it back was refused too ({kept[0]}); fix what is named, then undo "
                  f"{merged_id} again to finish the cascade")
+    if left is not None:
+        note += left
     log.info("undo --cascade of %s refused after undoing %s%s", merged_id,
              ", ".join(s.merged_entry_id for s in cascaded), note)
     if isinstance(exc, EverosError):
@@ -413,38 +420,149 @@ def _cascade_taken_back(runtime: Runtime, merged_id: str, cascaded: list[UndoRes
     return EverosError(f"{describe(exc)}{note}")
 
 
+def take_back_checkpoint(step: str) -> None:
+    """Called after each step of a take-back (:func:`_take_back`, :func:`_finish_take_back`):
+    ``journaled``, ``live_again``, ``archived_again``, ``audit``, ``indexed``. Does nothing;
+    crash-safety tests replace it with a function that raises, a kill at that step."""
+
+
+class _TakeBackLeft(Exception):
+    """A take-back stopped half-way (an I/O error, or a log refused and putting the undo back
+    whole failed too): its journal row stays, and the next start finishes taking it back."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 def _take_back(runtime: Runtime, done: UndoResult) -> None:
     """Take back an undo just done (``done``): its narrative and the facts it archived
     ``undone`` are live again, then the entries it restored are archived toward the narrative
-    again; its audit rows are ``ok`` again; the logs it writes are re-indexed and the user's
-    clusters placed as a ``reindex`` places them. Every log it writes is checked first
-    (:meth:`MarkdownStore.refuse_unarchivable`), so a refusal writes nothing. Written in the
-    order a kill leaves harmless: the narrative live beside its sources (duplicates in search,
-    nothing hidden) until the sources are archived again."""
+    again; its audit rows are as before it again; the logs it writes are re-indexed and the
+    user's clusters placed as a ``reindex`` places them. Every log it writes is checked first
+    (:meth:`MarkdownStore.refuse_unarchivable`), so a refusal writes nothing.
+
+    A journal row (step ``undoing``, :attr:`_Intent.taking_back`) is written before the first
+    patch and dropped after the last step, as for the undo itself: a kill at any step is
+    finished by the next start (:func:`_finish_take_back`), the logs as before the cascade.
+    Without it a kill between the two patches left the later merge's narrative live beside
+    its sources for good, and one after them its audit rows ``undone``. A log refusing the
+    second patch puts the undo back whole (the narrative ``undone`` again) and drops the row;
+    an I/O error, or a refusal that cannot be put back, keeps the row
+    (:class:`_TakeBackLeft`)."""
     store, ref, merged_id = runtime.store, done.ref, done.merged_entry_id
-    live_again = [*done.archived, *done.archived_facts]
-    again = [*done.restored, *done.restored_facts]
-    store.refuse_unarchivable(ref, [*live_again, *again], f"taking back the undo of {merged_id} in")
-    if live_again:
-        store.undeprecate(ref, live_again)
+    intent = _Intent(app=ref.app, project=ref.project, user_id=ref.user_id, undo=merged_id,
+                     cluster_id=done.cluster_id,
+                     restore=[*done.restored, *done.restored_facts],
+                     archived_facts=list(done.archived_facts), previous=None,
+                     narrative_gone=not done.archived, prior_status=dict(done.prior_status),
+                     taking_back=True)
+    live_again = _live_again(intent)
+    store.refuse_unarchivable(ref, [*live_again, *intent.restore],
+                              f"taking back the undo of {merged_id} in")
+    row_id = f"ru_{uuid.uuid4().hex[:16]}"
+    merge_journal.insert(runtime.db(), row_id, ref, intent.cluster_id or "",
+                         json.dumps(asdict(intent), sort_keys=True), journal.UNDOING)
+    take_back_checkpoint("journaled")
     try:
-        if again:
-            store.deprecate(ref, dict.fromkeys(again, merged_id))
-    except EverosError:  # put the narrative back as undone: the undo stays whole
-        store.deprecate(ref, dict.fromkeys(live_again, UNDONE))
+        _take_back_logs(runtime, intent)
+    except EverosError as exc:  # a log refused: put the narrative back as undone, whole
+        if runtime.root_gone():
+            raise
+        try:
+            if live_again:
+                store.deprecate(ref, dict.fromkeys(live_again, UNDONE))
+        except Exception as again:
+            if runtime.root_gone():
+                raise
+            raise _TakeBackLeft(exc) from again
+        _drop_row(runtime, row_id)
         raise
-    if done.prior_status and _indexed(runtime):
+    except Exception as exc:  # an I/O error: the row stays, the next start finishes it
+        if runtime.root_gone():
+            raise
+        raise _TakeBackLeft(exc) from exc
+    _take_back_index(runtime, intent)
+    _drop_row(runtime, row_id)
+
+
+def _live_again(intent: _Intent) -> list[str]:
+    """What a take-back makes live again: the narrative (unless the undo archived none) and
+    the facts the undo archived ``undone``."""
+    return [*([] if intent.narrative_gone else [intent.undo]), *intent.archived_facts]
+
+
+def _drop_row(runtime: Runtime, row_id: str) -> None:
+    with transaction(runtime.db()):
+        merge_journal.delete(runtime.db(), row_id)
+
+
+def _take_back_logs(runtime: Runtime, intent: _Intent) -> None:
+    """A take-back's two patches, in the order a kill leaves harmless (the narrative live
+    beside its sources: duplicates in search, nothing hidden, until they are archived again).
+    Idempotent: run again by a start, it finishes them. Only keys the undo wrote (``undone``)
+    are taken out: one a person wrote meanwhile is put back."""
+    store, ref = runtime.store, intent.ref
+    live_again = _live_again(intent)
+    if live_again:
+        removed = store.undeprecate(ref, live_again)
+        foreign = {old: new for old, new in removed.items() if new != UNDONE}
+        if foreign:
+            store.deprecate(ref, foreign)
+    take_back_checkpoint("live_again")
+    if intent.restore:
+        store.deprecate(ref, dict.fromkeys(intent.restore, intent.undo))
+    take_back_checkpoint("archived_again")
+
+
+def _take_back_index(runtime: Runtime, intent: _Intent) -> None:
+    """After a take-back's patches: the audit rows as before the undo, the logs re-indexed,
+    the user's clusters placed as a ``reindex`` places them. The logs are taken back: an index
+    not written now is said, not a failed take-back (the next scan brings it up to date)."""
+    ref, merged_id = intent.ref, intent.undo
+    if intent.prior_status and _indexed(runtime):
         conn = runtime.db()
         with transaction(conn):
-            mark_reflection_redone(conn, done.prior_status)
-    try:  # the logs are taken back: an index not written now is said, not a failed take-back
-        _resync(runtime, ref, first=live_again, then=again)
+            mark_reflection_redone(conn, intent.prior_status)
+    take_back_checkpoint("audit")
+    try:
+        _resync(runtime, ref, first=_live_again(intent), then=intent.restore)
         ClusterService(runtime).recluster(ref)
     except Exception as exc:
         if runtime.root_gone():
             raise
         log.warning("the undo of %s (%s) is taken back; re-indexing its logs failed (%s): the "
                     "next scan brings the index up to date", merged_id, ref, describe(exc))
+    take_back_checkpoint("indexed")
+
+
+def _finish_take_back(runtime: Runtime, row_id: str, intent: _Intent) -> None:
+    """Finish, at a start, a take-back a kill (or an I/O error) interrupted: the logs as
+    before the refused ``--cascade``, its row dropped. A log that refuses it now keeps the row
+    (said, the next start tries again). The user's folder gone (renamed, moved or removed by
+    hand since): the row is dropped, saying where the merge may stand half taken back."""
+    store, ref = runtime.store, intent.ref
+    if store.user_gone(ref):
+        log.warning("the interrupted take-back of the undo of %s (%s) is dropped: the user's "
+                    "folder was renamed, moved or removed by hand; where its logs are now, "
+                    "that narrative may be live beside the entries the undo restored "
+                    "(undo %s again there to settle it)", intent.undo, ref, intent.undo)
+        _drop_row(runtime, row_id)
+        return
+    try:
+        _take_back_logs(runtime, intent)
+        _take_back_index(runtime, intent)
+    except Exception as exc:
+        if runtime.root_gone():
+            raise
+        log.error("cannot finish taking back the undo of %s (%s) yet: %s; the next start "
+                  "tries again", intent.undo, ref, describe(exc),
+                  exc_info=not isinstance(exc, EverosError))
+        return
+    _drop_row(runtime, row_id)
+    log.warning("the undo of %s (%s), which a refused --cascade was taking back when it was "
+                "interrupted, is taken back: the narrative is live again, the entries it had "
+                "restored archived toward it", intent.undo, ref)
 
 
 def _take_back_in_copy(runtime: Runtime, done: UndoResult, ref: UserRef) -> None:
@@ -578,24 +696,16 @@ def _apply_here(runtime: Runtime, intent: _Intent) -> UndoResult:
 
 
 def _copies_finished(runtime: Runtime, intent: _Intent,
-                     also: Iterable[UserRef] = ()) -> list[UserRef] | None:
+                     also: Iterable[UserRef] = ()) -> _Copies:
     """Finish the undo, just done in ``intent``'s folder, in every copy of that folder taken
     half done while it ran (by hand, between its restore and its archive: the narrative live
     beside the entries it restores, for good, once the row was gone), and in the users of
-    ``also`` (:func:`_finish_copies`). Returns the users it was finished in; None when a copy
-    could not be finished now (an I/O error): the undo itself is done, and its row is kept
-    for the next start. A copy whose log refused it is rolled back there, and said so."""
-    try:
-        copies = _finish_copies(runtime, intent, also)
-    except Exception as exc:  # an OSError writing a copy's log
-        if runtime.root_gone():
-            raise
-        log.error("undo of %s (%s): a copy of the folder taken while it ran cannot be "
-                  "finished yet (%s); the next start finishes it", intent.undo, intent.ref,
-                  describe(exc), exc_info=not isinstance(exc, EverosError))
-        return None
+    ``also`` (:func:`_finish_copies`), saying each copy's outcome. A copy that could not be
+    finished now (an I/O error) is in :attr:`_Copies.failed`: the undo itself is done, and
+    its row is kept for the next start. A copy whose log refused it is rolled back there."""
+    copies = _finish_copies(runtime, intent, also)
     _say_copies(intent, copies, interrupted=False)
-    return [c.ref for c in copies.finished]
+    return copies
 
 
 def _refuse_archived_by_hand(runtime: Runtime, ref: UserRef, merged_id: str,
@@ -664,7 +774,8 @@ def _restore_only(runtime: Runtime, ref: UserRef, merged_id: str, *,
                      restore=sorted(found.restore),
                      archived_facts=sorted(e.id for e in found.facts),
                      previous=previous.id if previous is not None else None,
-                     narrative_gone=True, sources=_sources(runtime, ref, merged_id, narrative))
+                     narrative_gone=True, sources=_sources(runtime, ref, merged_id, narrative),
+                     prior_status=_audit_before(runtime, ref, merged_id))
     row_id = f"ru_{uuid.uuid4().hex[:16]}"
     merge_journal.insert(runtime.db(), row_id, ref, intent.cluster_id or "",
                          json.dumps(asdict(intent), sort_keys=True), journal.UNDOING)
@@ -721,6 +832,16 @@ class _Intent:
     #: every episode the merge replaced, as the narrative's ``sources`` and the audit name
     #: them: those no longer in the logs are reported, not silently left out
     sources: list[str] = field(default_factory=list)
+    #: the status of each audit row of the merge before the undo, read before its first
+    #: write: what taking the undo back sets again. Read when the rows were set ``undone``
+    #: instead, an undo a start finished after that (a kill, or the folder renamed by hand
+    #: while it ran) kept none, and taking it back left its rows ``undone``
+    prior_status: dict[str, str] = field(default_factory=dict)
+    #: the row is the take-back of this undo (:func:`_take_back`, a ``--cascade`` refused at
+    #: an earlier merge), not the undo: ``restore`` lists the entries it archives toward the
+    #: narrative again, ``archived_facts`` (and the narrative, unless ``narrative_gone``)
+    #: those it makes live again; a start finishes it (:func:`_finish_take_back`)
+    taking_back: bool = False
 
     @property
     def ref(self) -> UserRef:
@@ -767,7 +888,7 @@ def _apply(runtime: Runtime, intent: _Intent) -> UndoResult:
         if runtime.root_gone() or store.user_gone(ref):
             raise
         raise _roll_back(runtime, intent, exc) from exc
-    prior: dict[str, str] = {}
+    prior = dict(intent.prior_status)  # as before the undo, rows set `undone` since too
     reports, mode = _mark_reports_undone(runtime, ref, merged_id, prior)
     mode = mode or ("update" if intent.previous is not None else "init")
 
@@ -842,6 +963,9 @@ def finish_interrupted(runtime: Runtime) -> list[UndoResult]:
     for row_id, plan in merge_journal.rows_at(conn, journal.UNDOING):
         try:
             intent = _Intent(**json.loads(plan))
+            if intent.taking_back:
+                _finish_take_back(runtime, row_id, intent)
+                continue
             holders = _holders_if_moved(runtime, intent)
             if holders is not None and len(holders) != 1:
                 if holders:
@@ -880,19 +1004,13 @@ def finish_interrupted(runtime: Runtime) -> list[UndoResult]:
                       exc_info=not isinstance(exc, EverosError))
             continue
         done.append(result)
-        try:  # the undo is finished where it began: its copies are another matter, said apart
-            copies = _finish_copies(runtime, intent)
-        except Exception as exc:  # an OSError writing a copy's log: the row stays for them
-            if runtime.root_gone():
-                raise
-            log.error("the interrupted undo of %s (%s) is finished; a copy of its folder "
-                      "taken by hand while it was half done cannot be finished yet (%s): the "
-                      "next start finishes it", intent.undo, intent.ref, describe(exc),
-                      exc_info=not isinstance(exc, EverosError))
-            continue
-        with transaction(conn):
-            merge_journal.delete(conn, row_id)
-        log.info("finished the interrupted undo of %s (%s)", intent.undo, intent.ref)
+        # the undo is finished where it began: its copies are another matter, said apart,
+        # each copy's outcome named (one failing on I/O keeps the row for it alone)
+        copies = _finish_copies(runtime, intent)
+        if not copies.failed:
+            with transaction(conn):
+                merge_journal.delete(conn, row_id)
+            log.info("finished the interrupted undo of %s (%s)", intent.undo, intent.ref)
         for finished in [result, *copies.results]:
             _say_edited(intent, finished)
         _say_copies(intent, copies, interrupted=True)
@@ -919,6 +1037,9 @@ class _Copies:
     finished: list[_Intent] = field(default_factory=list)
     results: list[UndoResult] = field(default_factory=list)
     rolled_back: list[tuple[_Intent, BaseException]] = field(default_factory=list)
+    #: copies the undo could not be finished in now (an I/O error writing a log): the undo's
+    #: journal row stays, and the next start finishes them
+    failed: list[tuple[_Intent, BaseException]] = field(default_factory=list)
 
 
 def _finish_copies(runtime: Runtime, intent: _Intent,
@@ -928,22 +1049,32 @@ def _finish_copies(runtime: Runtime, intent: _Intent,
     they ran (not only while a kill interrupted them) is found too. ``also``: users whose logs
     hold a copy of the merge whole, in which a cascade's later undo was just finished (the
     folder copied during that undo, :func:`_cascade_copies`): the undo is finished there too.
-    A copy whose log refuses the undo has it rolled back there (its logs as before it: a whole
-    merge of that user's), said in :attr:`_Copies.rolled_back`, not raised: the undo itself is
-    done, and saying it "cannot be finished" was false. Raises as :func:`_apply` does
-    otherwise (an I/O error): the caller keeps the undo's row, and the next start finishes
-    them."""
+    Each copy's outcome is kept apart (:class:`_Copies`): one whose log refuses the undo has
+    it rolled back there (its logs as before it: a whole merge of that user's); one failing
+    on I/O is in :attr:`_Copies.failed` (the caller keeps the undo's row, the next start
+    finishes it), and the copies after it are still finished. The first failure was raised:
+    the copies finished before it were said of no one, those after it not tried."""
     copies = _half_undone_copies(runtime, intent)
     copies += _cascade_copies(runtime, intent, [c.ref for c in copies], also)
     done = _Copies()
-    if copies:  # the index learns of the copies before their undo's sync
-        Indexer(runtime).scan()
+    try:
+        if copies:  # the index learns of the copies before their undo's sync
+            Indexer(runtime).scan()
+    except Exception as exc:
+        if runtime.root_gone():
+            raise
+        done.failed = [(copy, exc) for copy in copies]
+        return done
     for copy in copies:
         try:
             done.results.append(_apply(runtime, copy))
             done.finished.append(copy)
         except _RolledBack as back:
             done.rolled_back.append((copy, back.error))
+        except Exception as exc:  # an OSError writing the copy's log: finished later
+            if runtime.root_gone():
+                raise
+            done.failed.append((copy, exc))
     return done
 
 
@@ -968,7 +1099,8 @@ def _cascade_copies(runtime: Runtime, intent: _Intent, found: list[UserRef],
             continue
         if any(e.deprecated_by == intent.undo for e in held.values()):
             out.append(_Intent(**{**asdict(intent), "app": ref.app, "project": ref.project,
-                                  "user_id": ref.user_id, "cluster_id": None}))
+                                  "user_id": ref.user_id, "cluster_id": None,
+                                  "prior_status": {}}))
     return out
 
 
@@ -986,6 +1118,12 @@ def _say_copies(intent: _Intent, copies: _Copies, *, interrupted: bool) -> None:
                     "holds the merge whole, as before the undo (undo it there with --user %s)",
                     what, intent.undo, intent.ref, copy.ref, describe(error),
                     copy.ref.user_id)
+    for copy, error in copies.failed:
+        log.error("the %s of %s (%s) is finished; a copy of its folder taken by hand while it "
+                  "was half done cannot be finished yet: the logs of %s (%s): the next start "
+                  "finishes it there", what, intent.undo, intent.ref, copy.ref,
+                  describe(error),
+                  exc_info=None if isinstance(error, EverosError) else error)
 
 
 def _half_undone_copies(runtime: Runtime, intent: _Intent) -> list[_Intent]:
@@ -1013,7 +1151,8 @@ def _half_undone_copies(runtime: Runtime, intent: _Intent) -> list[_Intent]:
             continue
         if any(e.deprecated_by is None for e in found.values()):
             copies.append(_Intent(**{**asdict(intent), "app": ref.app, "project": ref.project,
-                                     "user_id": ref.user_id, "cluster_id": None}))
+                                     "user_id": ref.user_id, "cluster_id": None,
+                                     "prior_status": {}}))
     return copies
 
 
@@ -1157,6 +1296,15 @@ def _mark_reports_undone(runtime: Runtime, ref: UserRef, merged_id: str,
         if prior is not None:
             prior.update(reflection_statuses(conn, ref, merged_id))
         return mark_reflection_undone(conn, ref, merged_id)
+
+
+def _audit_before(runtime: Runtime, ref: UserRef, merged_id: str) -> dict[str, str]:
+    """The status of each audit row of the merge that is not ``undone`` yet, read before the
+    undo's first write and kept in its journal row (:attr:`_Intent.prior_status`)."""
+    try:
+        return reflection_statuses(runtime.db(), ref, merged_id)
+    except sqlite3.Error:  # no audit to set back: the take-back leaves the rows as they are
+        return {}
 
 
 def _resync(runtime: Runtime, ref: UserRef, *, first: Iterable[str],
