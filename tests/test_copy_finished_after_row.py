@@ -9,7 +9,6 @@ missing their Episode) and settles it from the first folder's finished merge
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from everos_reflect.model import Kind
 from everos_reflect.runtime import Runtime
 from everos_reflect.strategies import journal
 from everos_reflect.strategies.reflect import ReflectEpisodes
+from tests.copy_fixtures import bob_holds_the_finished_merge, copy_as_bob
 from tests.reflect_fixtures import (
     ANDREW,
     Crash,
@@ -66,18 +66,19 @@ def copy_after_the_row(rt: Runtime, monkeypatch: pytest.MonkeyPatch,
     return kept
 
 
-def finish_copy(rt: Runtime, kept: dict[Path, str | None]) -> None:
-    """The copy finishes now, the merge long settled: Andrew's folder as it is, but for the
-    logs it took while the merge ran; made Bob's."""
-    shutil.copytree(users(rt) / "u_andrew", users(rt) / "u_bob")
-    for rel, text in kept.items():
-        target = users(rt) / "u_bob" / rel
-        if text is None:
-            target.unlink(missing_ok=True)
-        else:
-            target.write_text(text)
-    for log in (users(rt) / "u_bob").rglob("*.md"):
-        log.write_text(log.read_text().replace("u_andrew", "u_bob"))
+def merged_then_copy_finished(root: Path, monkeypatch: pytest.MonkeyPatch,
+                              taken: dict[str, str]) -> Runtime:
+    """Andrew's pets merged while his folder was being copied into Bob's, the logs of
+    ``taken`` copied at their steps (:func:`copy_after_the_row`); the copy finishes after
+    the merge is settled and its row gone: Andrew's folder as it is then, but for those
+    logs, made Bob's. Not synced yet."""
+    merge_on(monkeypatch, DAY)
+    rt = pets(root, update=False)
+    kept = copy_after_the_row(rt, monkeypatch, taken)
+    assert run_reflection(rt, run_id="run_2")["merged"] == 1
+    monkeypatch.setattr(journal, "checkpoint", lambda reached: None)
+    copy_as_bob(rt, kept)
+    return rt
 
 
 def hidden_or_orphaned(rt: Runtime) -> list[str]:
@@ -94,25 +95,14 @@ def hidden_or_orphaned(rt: Runtime) -> list[str]:
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_copy_finished_after_the_row_went_is_settled_by_the_next_recovery(
         root: Path, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
-    merge_on(monkeypatch, DAY)
-    rt = pets(root, update=False)
-    kept = copy_after_the_row(rt, monkeypatch, CASES[case])
-    assert run_reflection(rt, run_id="run_2")["merged"] == 1
-    monkeypatch.setattr(journal, "checkpoint", lambda reached: None)
-    finish_copy(rt, kept)
+    rt = merged_then_copy_finished(root, monkeypatch, CASES[case])
     Indexer(rt).scan()  # the watcher, or the run's own scan
     assert hidden_or_orphaned(rt)  # what the copy holds before a recovery
     try:
         counts = ReflectEpisodes().recover(rt)
         assert counts.get("recovered_copy_settled") == 1, counts
         assert hidden_or_orphaned(rt) == []
-        andrew, bob = check_invariants(rt, ANDREW), check_invariants(rt, BOB)
-        assert state(bob) == state(andrew)
-        [narrative] = [e for e in bob.values() if e.parent_type == "cluster"]
-        assert narrative.deprecated_by is None and narrative.meta["owner_id"] == "u_bob"
-        indexed = rt.db().execute("SELECT deprecated_by FROM entries WHERE user_id=? AND id=?",
-                                  ("u_bob", narrative.id)).fetchall()
-        assert [tuple(r) for r in indexed] == [(None,)]
+        bob_holds_the_finished_merge(rt)
         assert ReflectEpisodes().recover(rt) == {}  # settled: nothing left to find
     finally:
         rt.close()
@@ -130,7 +120,7 @@ def test_a_withdrawn_merges_facts_in_a_copy_finished_after_its_row_are_withdrawn
                               then_at=journal.FACTS, then=lambda: edit_a_source(rt))
     assert run_reflection(rt, run_id="run_2").get("merged", 0) == 0
     monkeypatch.setattr(journal, "checkpoint", lambda reached: None)
-    finish_copy(rt, kept)
+    copy_as_bob(rt, kept)
     Indexer(rt).scan()
     assert hidden_or_orphaned(rt)
     try:
@@ -152,12 +142,7 @@ COPY_STEPS = ["copy_facts", "copy_archived", "copy_narrative"]
 @pytest.mark.parametrize("case", list(CASES))
 def test_settling_a_copy_left_killed_at_each_write_is_finished_by_the_next_start(
         root: Path, monkeypatch: pytest.MonkeyPatch, case: str, step: str) -> None:
-    merge_on(monkeypatch, DAY)
-    rt = pets(root, update=False)
-    kept = copy_after_the_row(rt, monkeypatch, CASES[case])
-    assert run_reflection(rt, run_id="run_2")["merged"] == 1
-    monkeypatch.setattr(journal, "checkpoint", lambda reached: None)
-    finish_copy(rt, kept)
+    rt = merged_then_copy_finished(root, monkeypatch, CASES[case])
     Indexer(rt).scan()
 
     def kill(reached: str) -> None:
@@ -185,13 +170,8 @@ def test_the_next_run_settles_a_copy_its_recovery_did_not_know_yet(
     """No sync since the copy finished (no watcher): the next run's recovery, before its
     scan, does not know the copy; the run settles it right after its scan, before it merges
     anything (the copy's live sources would have been merged again in the copy)."""
-    merge_on(monkeypatch, DAY)
-    rt = pets(root, update=False)
-    kept = copy_after_the_row(rt, monkeypatch,
-                              CASES["facts written, narrative and the last source not"])
-    assert run_reflection(rt, run_id="run_2")["merged"] == 1
-    monkeypatch.setattr(journal, "checkpoint", lambda reached: None)
-    finish_copy(rt, kept)
+    rt = merged_then_copy_finished(
+        root, monkeypatch, CASES["facts written, narrative and the last source not"])
     try:
         counts = run_reflection(rt, run_id="run_3")
         assert counts.get("recovered_copy_settled") == 1 and not counts.get("merged"), counts

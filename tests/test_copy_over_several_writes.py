@@ -10,7 +10,6 @@ under its own id, its facts and its sources' archiving finished, as a copy taken
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from everos_reflect.llm.extractive import ExtractiveLLM
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.strategies import journal
+from tests.copy_fixtures import bob_holds_the_finished_merge, copy_as_bob, killed_at
 from tests.reflect_fixtures import (
     ANDREW,
     Crash,
@@ -73,15 +73,7 @@ def copy_over(rt: Runtime, monkeypatch: pytest.MonkeyPatch, step: str, before: s
             for rel in logs(rt, before):
                 early[rel] = (folder / rel).read_text() if (folder / rel).exists() else None
         if reached == step and early and not (users(rt) / "u_bob").exists():
-            shutil.copytree(folder, users(rt) / "u_bob")
-            for rel, text in early.items():
-                target = users(rt) / "u_bob" / rel
-                if text is None:
-                    target.unlink(missing_ok=True)
-                else:
-                    target.write_text(text)
-            for log in (users(rt) / "u_bob").rglob("*.md"):
-                log.write_text(log.read_text().replace("u_andrew", "u_bob"))
+            copy_as_bob(rt, early)
             if then is not None:
                 then()
 
@@ -98,13 +90,7 @@ def test_a_copy_over_several_writes_of_a_merge_is_a_copy_of_the_finished_merge(
     assert run_reflection(rt, run_id="run_2")["merged"] == 1
     try:
         assert (users(rt) / "u_bob").exists()
-        andrew, bob = check_invariants(rt, ANDREW), check_invariants(rt, BOB)
-        assert state(bob) == state(andrew)
-        [merged] = [e for e in bob.values() if e.parent_type == "cluster"]
-        assert merged.deprecated_by is None and merged.meta["owner_id"] == "u_bob"
-        indexed = rt.db().execute("SELECT deprecated_by FROM entries WHERE user_id=? AND id=?",
-                                  ("u_bob", merged.id)).fetchall()
-        assert [tuple(r) for r in indexed] == [(None,)]
+        bob_holds_the_finished_merge(rt)
         assert {r["owner_id"] for r in reports(rt)} == {"u_andrew"}
         assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
     finally:
@@ -138,14 +124,7 @@ def test_a_copy_over_several_writes_killed_with_the_merge_is_settled_by_the_next
     merge_on(monkeypatch, DAY)
     rt = pets(root, update=False)
     copy_over(rt, monkeypatch, journal.DEPRECATED, {"narrative"})
-    real = journal.checkpoint  # the copy's hook
-
-    def hook(reached: str) -> None:
-        real(reached)
-        if reached == journal.SYNCED:
-            raise Crash(reached)
-
-    monkeypatch.setattr(journal, "checkpoint", hook)  # killed before the copies are looked for
+    killed_at(monkeypatch, journal.SYNCED)  # before the copies are looked for
     with pytest.raises(Crash):
         run_reflection(rt)
     monkeypatch.setattr(journal, "checkpoint", lambda reached: None)

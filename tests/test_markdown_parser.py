@@ -287,7 +287,7 @@ def test_unusable_frontmatter_is_fatal_and_yields_no_entries(text: str, message:
     assert log.entries == []
 
 
-@pytest.mark.parametrize(("value", "shown"), [("true", "True"), ("1.0", "1.0"), ("'1'", "'1'")])
+@pytest.mark.parametrize(("value", "shown"), [("true", "true"), ("1.0", "1.0"), ("'1'", "'1'")])
 def test_a_schema_version_that_only_equals_1_in_python_is_fatal_at_its_line(
     value: str, shown: str
 ) -> None:

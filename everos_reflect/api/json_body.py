@@ -61,10 +61,18 @@ def _finite_float(text: str) -> float:
     ``1e400`` was read as infinity, the value ``Infinity`` is refused as, and reached the
     fields as one (``"timeout": 1e400`` answered "less than or equal to 86400" of a number
     nobody sent)."""
-    value = float(text)
+    value = json_float(text)
     if math.isinf(value):
         raise NotAJSONNumber(f"the number {_quoted(text)} is too large to be read (past "
                              f"{sys.float_info.max:.4g})")
+    return value
+
+
+def json_float(text: str) -> float:
+    """A JSON number token with a fraction or an exponent as a float, kept with ``text``
+    (:class:`WrittenJSONFloat`) when Python writes it otherwise; the HTTP API's bodies and
+    MCP's lines read it alike."""
+    value = float(text)
     return value if repr(value) == text else WrittenJSONFloat(text)
 
 

@@ -444,8 +444,9 @@ class BoundedLines:
                     held = _with_key_twice(text)
                 if held is None and _ODD_NUMBER.search(line):
                     held = _with_unread_number(text)
-                if held is None and _NEGATIVE_ZERO.search(line):
-                    held = _with_negative_zero(text)
+                if held is None and (_NEGATIVE_ZERO.search(line)
+                                     or _WRITTEN_FLOAT.search(line)):
+                    held = _with_numbers_as_written(text)
                 if held is None:
                     return text
                 self._count += 1
@@ -544,14 +545,19 @@ def _with_unread_number(line: str) -> dict[str, Any] | None:
 
 #: A ``-0`` token as a line may hold one (or a string may: then nothing is held).
 _NEGATIVE_ZERO = re.compile(rb"-0(?![0-9.eE])")
+#: What a number Python writes otherwise may look like on a line (an exponent, a fraction
+#: ending in 0: ``1e3``, ``10.50``); only such a line is read again.
+_WRITTEN_FLOAT = re.compile(rb"[0-9][eE]|\.[0-9]*0(?![0-9])")
 
 
-def _with_negative_zero(line: str) -> dict[str, Any] | None:
-    """The message on ``line`` read keeping a ``-0`` as written
-    (:class:`~everos_reflect.api.json_body.NegativeZero`) when it is a JSON object that holds
-    one, else ``None``. The SDK's parser reads ``-0`` as ``0``, and ``"top_k": -0`` was
-    refused "got 0", as the HTTP API refused it."""
-    from everos_reflect.api.json_body import json_int
+def _with_numbers_as_written(line: str) -> dict[str, Any] | None:
+    """The message on ``line`` read keeping a ``-0`` (:class:`~everos_reflect.api.json_body.
+    NegativeZero`) and a number Python writes otherwise (``1e3``, ``10.50``:
+    :class:`~everos_reflect.api.json_body.WrittenJSONFloat`) as written, when it is a JSON
+    object that holds one, else ``None``. The SDK's parser reads ``-0`` as ``0`` and ``1e3``
+    as ``1000.0``: ``"top_k": -0`` was refused "got 0" and ``"top_k": 1e3`` "got 1000.0",
+    where the HTTP API quotes what was sent."""
+    from everos_reflect.api.json_body import WrittenJSONFloat, json_float, json_int
 
     found = []
 
@@ -561,8 +567,15 @@ def _with_negative_zero(line: str) -> dict[str, Any] | None:
             found.append(value)
         return value
 
+    def as_float(text: str) -> float:
+        value = json_float(text)
+        if isinstance(value, WrittenJSONFloat):
+            found.append(value)
+        return value
+
     try:
-        data = json.loads(line, object_pairs_hook=_pairs, parse_int=as_int)
+        data = json.loads(line, object_pairs_hook=_pairs, parse_int=as_int,
+                          parse_float=as_float)
     except (ValueError, RecursionError):
         return None
     return data if found and isinstance(data, dict) else None
@@ -589,12 +602,12 @@ class _OddNumber(float):
 def _odd(text: str) -> float:
     """``text``, a number token of a batch's line, as the float it reads as: an
     :class:`_OddNumber` naming its problem when JSON has no words for it."""
-    from everos_reflect.api.json_body import number_problem
+    from everos_reflect.api.json_body import json_float, number_problem
 
     value = float(text)
     problem = number_problem(text) if math.isinf(value) or math.isnan(value) else None
-    if problem is None:
-        return value
+    if problem is None:  # kept as written when Python writes it otherwise (1e3), as alone
+        return json_float(text)
     odd = _OddNumber(value)
     odd.problem = problem
     return odd

@@ -462,7 +462,7 @@ class Engine:
                              should_stop, strategy_log, Budget.of(settings))
             try:
                 # what a crash interrupted first, under this run's lock (every strategy's hook)
-                recovered = _clean_counts(strategy.recover(self.runtime))
+                recovered = _clean_counts(strategy.recover_for_run(ctx))
                 counts = _clean_counts(strategy.run(ctx))
                 for key, value in recovered.items():
                     counts[key] = counts.get(key, 0) + value

@@ -233,6 +233,11 @@ class Strategy:
     #: whose counts are these alone, or none, had nothing to do, and :meth:`idle_reason` is
     #: asked why.
     idle_counts: ClassVar[tuple[str, ...]] = ("needs_llm",)
+    #: Counts of units the recovery before a run settled (interrupted work finished or
+    #: withdrawn). Units for "every unit failed": a run that only recovered a merge, and could
+    #: not settle one copy of it, read "failed: every unit failed". Not for the rejection
+    #: rule: a run whose every answer was refused failed, whatever its recovery settled.
+    recovery_counts: ClassVar[tuple[str, ...]] = ()
 
     def run(self, ctx: RunContext) -> dict[str, int]:
         """Do one run; return counts for the run record (e.g. ``{"merged": 3}``)."""
@@ -245,6 +250,12 @@ class Strategy:
         when :meth:`has_interrupted` says so. Must be idempotent and safe to interrupt: a
         crash during recovery is recovered the same way. Default: nothing to recover."""
         return {}
+
+    def recover_for_run(self, ctx: RunContext) -> dict[str, int]:
+        """:meth:`recover` as the engine calls it right before a run, with that run's
+        context: what recovery could not settle can be named in the run record
+        (:meth:`RunContext.note_failure`), not only counted. Default: :meth:`recover`."""
+        return self.recover(ctx.runtime)
 
     def has_interrupted(self, root: Path) -> bool:
         """Cheap, read-only: whether :meth:`recover` has work a writing command must not run
@@ -321,6 +332,7 @@ def judge_counts(strategy: Strategy, counts: dict[str, int]) -> tuple[str, str |
     failed = sum(int(counts.get(k, 0)) for k in strategy.failure_counts)
     refused = sum(int(counts.get(k, 0)) for k in strategy.rejection_counts)
     units = sum(int(counts.get(k, 0)) for k in strategy.unit_counts)
+    settled = sum(int(counts.get(k, 0)) for k in strategy.recovery_counts)
     if refused > 0 and strategy.unit_counts and failed + refused >= units:
         detail = ", ".join(f"{k}={counts[k]}" for k in
                            (*strategy.failure_counts, *strategy.rejection_counts) if counts.get(k))
@@ -328,9 +340,9 @@ def judge_counts(strategy: Strategy, counts: dict[str, int]) -> tuple[str, str |
     if failed <= 0:
         return "ok", None
     detail = ", ".join(f"{k}={counts[k]}" for k in strategy.failure_counts if counts.get(k))
-    if strategy.unit_counts and failed >= units:
+    if strategy.unit_counts and failed >= units + settled:
         return "failed", f"every unit failed ({detail})"
-    of = f" of {units}" if strategy.unit_counts else ""
+    of = f" of {units + settled}" if strategy.unit_counts else ""
     return "partial", f"{failed}{of} units failed ({detail})"
 
 

@@ -24,6 +24,7 @@ from everos_reflect.engine.triggers import CronTrigger, time_zone
 from everos_reflect.errors import ConfigError
 from everos_reflect.index import runs
 from everos_reflect.index.db import utcnow_iso
+from everos_reflect.model import json_got, quoted_value
 from everos_reflect.settings import OME_FILE_NAME
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,18 @@ class _Every:
                 log.exception("%s failed", self._thread.name)
 
 
+def _instant(stamp: object) -> datetime | None:
+    """``stamp``, a time the index recorded, as a datetime (one without an offset read as UTC,
+    as the index writes them); ``None`` when it is no ISO 8601 time."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        when = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
 class Scheduler:
     """Keeps one APScheduler job per enabled strategy in step with ``ome.toml``."""
 
@@ -111,6 +124,7 @@ class Scheduler:
         )
         self._scheduled: dict[str, str] = {}  # strategy -> cron expression of its job
         self._graces: dict[str, int] = {}  # strategy -> its job's misfire grace, seconds
+        self._unreadable_starts: set[tuple[str, str]] = set()  # warned of: (strategy, run id)
         self._apply_lock = threading.Lock()
         # Held across "read the config, re-plan the jobs" so status() never pairs a new cron
         # with the previous job's next run.
@@ -271,8 +285,27 @@ class Scheduler:
     def _reference(self, name: str) -> datetime | None:
         """Since when a fire time counts as missed: the last run, else when it was armed."""
         last = self.engine.last_run(name)
-        stamp = last["started_at"] if last else self._state(name).get("armed_at")
-        return datetime.fromisoformat(stamp) if stamp else None
+        if last is None:
+            return _instant(self._state(name).get("armed_at"))
+        when = _instant(last.get("started_at"))
+        if when is None:
+            # a run record edited by hand or cut short: `serve` ended at start ("Invalid
+            # isoformat string: 'garbage'"), naming no record
+            self._warn_unreadable_start(name, last)
+        return when
+
+    def _warn_unreadable_start(self, name: str, last: dict[str, Any]) -> None:
+        """Warn, once per run record, that ``name``'s last run records a start that cannot be
+        read: while it reads as the last run, no fire time missed while down is caught up and
+        no data trigger fires (its cron still does)."""
+        key = (name, str(last.get("id")))
+        if key in self._unreadable_starts:
+            return
+        self._unreadable_starts.add(key)
+        log.warning("%s: its last run %s records a start that cannot be read (%s, edited or "
+                    "damaged); while it reads as the last run, no missed fire time is caught "
+                    "up and no data trigger fires", name, last.get("id"),
+                    quoted_value(last.get("started_at")))
 
     def _poll_data(self) -> None:
         """Run strategies whose data trigger is due (measured by the strategy's ``observe``)."""
@@ -286,7 +319,12 @@ class Scheduler:
             if strategy.data_trigger is None or not config.get(name, {}).get("enabled"):
                 continue
             last = self.engine.last_run(name)
-            since = datetime.fromisoformat(last["started_at"]) if last else None
+            since = _instant(last.get("started_at")) if last else None
+            if last is not None and since is None:
+                # a last run whose start cannot be read (edited, damaged): no data trigger can
+                # be judged since it, and taken as "never run" it would fire at every poll
+                self._warn_unreadable_start(name, last)
+                continue
             try:
                 # the last good settings: a fresh read of an invalid ome.toml raised here at
                 # every poll, and no data-triggered run fired until the file was fixed
@@ -300,7 +338,26 @@ class Scheduler:
     # --- persisted per-strategy state ---------------------------------------------------------
 
     def _state(self, name: str) -> dict[str, Any]:
-        return runs.load_state(self.runtime.db(), name)
+        """The scheduler's saved state of ``name`` (``{}`` when none). A record the index holds
+        that cannot be read (edited by hand, cut short: no JSON object, or an ``armed_at``
+        that is no time) is named in a warning and read without it, so :meth:`_arm` arms it
+        afresh and writes it readable: it ended ``serve`` at start ("Expecting property name
+        enclosed in double quotes", an internal error), naming no record."""
+        try:
+            state: Any = runs.load_state(self.runtime.db(), name)
+        except ValueError:
+            state, why = {}, "it is not JSON"
+        else:
+            why = "" if isinstance(state, dict) else f"it is {json_got(state)}, not an object"
+            state = state if isinstance(state, dict) else {}
+        stamp = state.get("armed_at")
+        if stamp is not None and _instant(stamp) is None:
+            why = f"its armed_at is {json_got(stamp)}, not an ISO 8601 time"
+            state = {key: value for key, value in state.items() if key != "armed_at"}
+        if why:
+            log.warning("%s: the scheduler's record of it (strategy_state) cannot be read "
+                        "(edited or damaged: %s); armed afresh from now", name, why)
+        return state
 
     def _arm(self, name: str, *, reset: bool) -> None:
         """Remember when the schedule became active, the reference for catch-up before any run.

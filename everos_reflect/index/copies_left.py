@@ -46,17 +46,59 @@ def ids_without_their_entry(conn: sqlite3.Connection, *, exempt: str,
     return found
 
 
+def narratives_beside_their_sources(conn: sqlite3.Connection, *,
+                                    synced_since: str | None) -> dict[UserRef, set[str]]:
+    """Per user, the live narratives of logs synced at ``synced_since`` or later (``None``:
+    every log) that name a live entry of that user among their ``sources``: a copy of a
+    merge's folder taken after the narrative was written and before its sources were
+    archived, finished after the merge's row went (or a hand edit:
+    :func:`journal.settle_copies_left` tells them apart). Read as
+    :func:`ids_without_their_entry` reads, from ``files`` (``CROSS JOIN`` keeps the order:
+    the logs synced since, their narratives, each named source by the primary key; left to
+    itself SQLite read every entry of the user for each narrative). Driven by the sources'
+    logs instead (no index leads from a source to the narratives naming it), it read every
+    narrative of each user with a log synced since, at every look."""
+    if synced_since is None:
+        source, recent, args = "entries e", "", ()
+    else:
+        source = "files f CROSS JOIN entries e ON e.path = f.path"
+        recent, args = "f.synced_at >= ? AND ", (synced_since,)
+    rows = conn.execute(
+        f"SELECT DISTINCT e.app_id, e.project_id, e.user_id, e.id FROM {source} "
+        "CROSS JOIN json_each(e.sources) j CROSS JOIN entries s ON s.app_id = e.app_id AND "
+        "s.project_id = e.project_id AND s.user_id = e.user_id AND s.id = j.value "
+        f"WHERE {recent}e.kind = 'episode' AND e.parent_type = 'cluster' AND "
+        "e.deprecated_by IS NULL AND e.sources != '[]' AND json_valid(e.sources) AND "
+        "s.deprecated_by IS NULL", args).fetchall()
+    found: dict[UserRef, set[str]] = {}
+    for app, project, user, entry_id in rows:
+        found.setdefault(UserRef(app, project, user), set()).add(str(entry_id))
+    return found
+
+
 def synced_since(conn: sqlite3.Connection) -> str | None:
     """The time the next look starts from (``None``: never looked: every log)."""
     row = conn.execute("SELECT value FROM index_meta WHERE key = ?", (CHECKED_KEY,)).fetchone()
     return str(row[0]) if row and row[0] else None
 
 
-def set_synced_since(conn: sqlite3.Connection, value: str) -> None:
-    """Record that every log synced before ``value`` was looked at."""
+def set_synced_since(conn: sqlite3.Connection, value: str, *, previous: str | None) -> bool:
+    """Record that every log synced before ``value`` was looked at, the last look having
+    started from ``previous`` (:func:`synced_since`); returns whether anything was written.
+
+    Only when the next look would read other logs: the first look, or a log synced at
+    ``previous`` or later (the window moves past it). With none, the next look from
+    ``previous`` reads exactly what one from ``value`` would (nothing was synced between):
+    written at every recovery and run, the key cost a write transaction each time, and
+    every reader a changed database."""
+    if previous is not None and conn.execute(
+            "SELECT 1 FROM files WHERE synced_at >= ? LIMIT 1", (previous,)).fetchone() is None:
+        return False
     with transaction(conn):
         conn.execute("INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)",
                      (CHECKED_KEY, value))
+    return True
 
 
-__all__ = ["CHECKED_KEY", "ids_without_their_entry", "set_synced_since", "synced_since"]
+__all__ = ["CHECKED_KEY", "ids_without_their_entry", "narratives_beside_their_sources",
+           "set_synced_since", "synced_since"]

@@ -69,9 +69,15 @@ def _row(row: sqlite3.Row) -> dict[str, Any]:
     # an index opened read-only before migration 0023 has no column: the same shape anyway
     out.setdefault("reason", None)
     try:
-        out["counts"] = json.loads(out.get("counts") or "{}")
+        counts = json.loads(out.get("counts") or "{}")
     except ValueError:
-        out["counts"] = {}
+        counts = {}
+    # a cell edited by hand or cut short that is JSON but no object of whole numbers ("[1]",
+    # "5") is read as none, as one that is no JSON is: `runs` ended in an internal error
+    # ("'list' object has no attribute 'items'") and GET /ome/runs answered "counts": 5
+    whole = isinstance(counts, dict) and all(
+        isinstance(n, int) and not isinstance(n, bool) for n in counts.values())
+    out["counts"] = counts if whole else {}
     return out
 
 

@@ -402,7 +402,9 @@ def _error_said(completion: Any) -> str:
         error = error.get("message") or error.get("type") or error.get("code")
     if error is None or isinstance(error, (dict, list)) or str(error).strip() == "":
         return ""
-    return f": the server answered 200 with an error: {quoted_value(clipped(str(error)))}"
+    # quoted whole: quoted_value cuts it and says its length (of a text cut first, it said
+    # "(324 characters)" of a 1 MB one)
+    return f": the server answered 200 with an error: {quoted_value(str(error))}"
 
 
 def _not_a_completion(body: object) -> str:
@@ -412,10 +414,19 @@ def _not_a_completion(body: object) -> str:
     reply", which sent a person looking at the model, not at ``base_url``."""
     if isinstance(body, bytes):
         body = body.decode("utf-8", "replace")
-    said = (f"the text {quoted_value(clipped(body.strip(), 200))}" if isinstance(body, str)
+    said = (f"the text {quoted_value(body.strip())}" if isinstance(body, str)
             else json_got(body))
     return (f"not a chat completion: the server answered 200 with {said}; is base_url an "
             "OpenAI-compatible endpoint (and not a proxy's page)?")
+
+
+def _refusal_words(refusal: object) -> str:
+    """A model's refusal as any value a server sent is quoted (escaped, cut with its length):
+    it was put in the failure raw, an ESC of it reaching the terminal through each attempt's
+    warning, and one that was no text as Python writes it ("{'why': 'policy'}", "True")."""
+    if isinstance(refusal, str):
+        return quoted_value(refusal)
+    return f"(its refusal is {json_got(refusal)})"
 
 
 def _reply_object(completion: Any) -> dict[str, Any]:
@@ -436,8 +447,9 @@ def _reply_object(completion: Any) -> dict[str, Any]:
     message = getattr(choice, "message", None)
     if message is None:
         raise InvalidReply("no message in the reply's first choice")
-    if getattr(message, "refusal", None):
-        raise InvalidReply(f"model refused: {message.refusal}")
+    refusal = getattr(message, "refusal", None)
+    if refusal:
+        raise InvalidReply(f"model refused: {_refusal_words(refusal)}")
     content = getattr(message, "content", None)
     if content is not None and not isinstance(content, str):
         raise InvalidReply(f"message content is {json_type(content)}, not text")

@@ -941,9 +941,10 @@ class _Parser:
         elif type(version) is not int or version != SCHEMA_VERSION:
             # ``type`` and not ``==``: ``true`` and ``1.0`` equal 1 in Python, and reading
             # them as 1 would guess at a file nobody wrote as version 1.
+            shown = quoted_value(version) if isinstance(version, str) else _shown(version)
             self.report(
                 self._key_line("schema_version"),
-                f"unsupported schema_version {quoted_value(version)} (this version reads 1)",
+                f"unsupported schema_version {shown} (this version reads 1)",
                 "fatal"
             )
         # An unknown type or unreadable date is fatal only where the file name does not say
@@ -1380,8 +1381,10 @@ class _Parser:
         if "importance" in meta:
             value = meta["importance"]
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10:
+                # null and true in YAML's words: "importance None" named a value nobody wrote
+                shown = quoted_value(value) if isinstance(value, str) else _shown(value)
                 self.report(key_line("importance"), f"entry {eid}: importance "
-                            f"{quoted_value(value)} is not a whole number 1-10 written in "
+                            f"{shown} is not a whole number 1-10 written in "
                             "decimal (not read: scored as if absent)", "warning")
         if MERGE_KEY in meta:
             self.report(key_line(MERGE_KEY), f"entry {eid}: '{MERGE_KEY}' is read as a key of "

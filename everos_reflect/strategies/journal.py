@@ -694,9 +694,10 @@ def _copy_narrative(runtime: Runtime, plan: Plan,
            if there is not None
            else f"{runtime.store.rel(path)} names the id with no entry holding it (deleted "
                 "by hand?), and an id is never written twice")
-    problem = (f"its copy in the logs of {held.ref} (the folder of {plan.ref} copied while "
-               f"the merge was under way) holds part of it without narrative "
-               f"{plan.merged_id}, which cannot be written there: {why}; nothing written "
+    # what and why first: a run record quotes the first 200 characters of each failure
+    problem = (f"narrative {plan.merged_id} cannot be written in its copy in the logs of "
+               f"{held.ref}: {why}; that copy (the folder of {plan.ref} copied while the "
+               "merge was under way) holds part of the merge without it; nothing written "
                f"there: undo {plan.merged_id} as {held.ref} brings back what is archived "
                "toward it")
     log.error("merge %s of cluster %s: %s", plan.id, plan.cluster_id, problem)
@@ -735,18 +736,25 @@ def _deleted_after_commit(runtime: Runtime, indexer: Indexer, plan: Plan,
     Written again under a new id, it stood live beside sources still archived toward the old
     one (``deprecated_entries`` keys are never re-pointed, SPEC §3), hidden behind an id no
     narrative holds; left as a finished merge whose narrative was deleted by hand, ``undo``
-    of that id brings them back. The sources not archived yet stay live."""
+    of that id brings them back. The sources not archived yet stay live.
+
+    Its copies in other users' folders are settled here too, and what cannot be settled is
+    kept (the audit row, the run record), as at the end of :func:`complete` and
+    :func:`abandon`: this path returned without it, so a copy left half done (its narrative
+    gone from the first folder too, say) was said only in the log."""
     plan.error = (f"committed before a crash, then narrative {plan.merged_id} was deleted by "
                   "hand (or its log replaced): not written again; undo "
                   f"{plan.merged_id} brings back the sources archived toward it")
     log.warning("merge %s of cluster %s: %s", plan.id, plan.cluster_id, plan.error)
     _sync(indexer, runtime, touched_files(runtime, plan))
+    problems = settle_copies(runtime, indexer, plan)
+    note_copy_problems(plan, problems)
     conn = runtime.db()
     with transaction(conn):
         plan_report(conn, plan, "ok", merged=plan.merged_id, error=plan.error,
                     duration_ms=plan.llm_ms + ms_since(started))
         merge_journal.delete(conn, plan.id)
-    return Outcome("ok", plan, plan.merged_id, plan.error)
+    return Outcome("ok", plan, plan.merged_id, plan.error, copy_problems=problems)
 
 
 def _refused(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, exc: TooLarge, *,
@@ -1308,31 +1316,53 @@ def settle_copies_left(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
     a merge ran, the copy finished after the merge deleted its row (the look-up for copies,
     :func:`settle_copies_of`, runs just before that). Such a copy holds a part of the merge
     without its narrative: sources archived toward an id no entry of its user holds, or the
-    merge's facts live of that missing narrative; nothing knew it, and it stayed so for good.
+    merge's facts live of that missing narrative; or the narrative without the rest: live
+    beside its live sources (copied after the narrative was written, before the sources were
+    archived), of a merge withdrawn or undone since in the first folder. Nothing knew it, and
+    it stayed so for good. (Of a merge finished there, the next run folds such a narrative
+    into its merge of those sources, :mod:`everos_reflect.strategies.reflect`'s
+    ``beside``: the same Markdown as a copy whose sources a person made live again.)
 
     Told from the index, in the logs synced since the last look (what ``status`` and
-    ``lint`` report as entries archived toward a missing id, and facts missing their
-    Episode; asked of every log, that took seconds at every run): each such id is looked
-    up among the other
-    users' narratives, and one whose ``reflection`` names no journal row (a merge settled)
-    and whose sources or facts the copy holds (:func:`_copy_narrative`'s test) is the merge
-    the copy is of. Rolled forward from the first folder's Markdown: its facts written, its
-    unchanged sources archived, and its narrative written last, so a kill between two of
-    these writes leaves a part without the narrative, found again by the next recovery
-    (written first, a kill left the narrative live beside live sources, which nothing
-    here tells from a hand edit); or, the merge withdrawn there or a source changed in the
-    copy with nothing archived yet, its facts withdrawn. Called by every recovery and by a
-    Reflection run right after its scan (a copy the index did not know at its recovery: no
-    sync since it was made)."""
+    ``lint`` report as entries archived toward a missing id, facts missing their Episode,
+    and live narratives beside live sources; asked of every log, that took seconds at every
+    run): each such id is looked up among the other users' narratives, and one whose
+    ``reflection`` names no journal row (a merge settled), and whose sources or facts the
+    copy holds (:func:`_copy_narrative`'s test), or whose narrative it holds under that
+    row's key with nothing archived toward it, is the merge the copy is of. The copy is
+    brought to the state the merge has in the first folder, from that folder's Markdown:
+
+    - finished: its facts written, its unchanged sources archived (only those archived in
+      the first folder), and its narrative written last (a kill between two of these writes
+      leaves a part without the narrative, found again by the next recovery);
+    - withdrawn there (or, nothing archived yet, a source changed in the copy): its facts
+      withdrawn, then its narrative;
+    - undone there since: its facts archived ``undone``, the entries archived toward the
+      narrative restored, and its narrative, when the copy holds it, archived ``undone``
+      last, as ``undo`` leaves them (the copy held the merge half done for good, or the
+      narrative live beside its sources, which the first folder's undo had taken back).
+
+    A narrative merged again since (an update merge folded it in) is left: the copy is of
+    neither state. Called by every recovery and by a Reflection run right after its scan (a
+    copy the index did not know at its recovery: no sync since it was made). Not on a root
+    whose index this process cannot write: nothing there could be settled, nor the look
+    recorded (the write failed the call)."""
     from everos_reflect.index import copies_left, reads
     from everos_reflect.markdown.parser import UNDONE
 
+    if runtime.read_only:  # nothing could be settled nor recorded: nothing is written
+        log.info("%s cannot be written here: copies of settled merges are not looked for "
+                 "(nothing is written)", runtime.index_dir)
+        return []
     conn = runtime.db()
     began = (datetime.now(UTC) - timedelta(seconds=MTIME_SLACK_NS / 1e9)).isoformat(
         timespec="microseconds")
     try:
-        wanted = copies_left.ids_without_their_entry(
-            conn, exempt=UNDONE, synced_since=copies_left.synced_since(conn))
+        since = copies_left.synced_since(conn)
+        wanted = {(ref, i, False) for ref, ids in copies_left.ids_without_their_entry(
+            conn, exempt=UNDONE, synced_since=since).items() for i in ids}
+        wanted |= {(ref, i, True) for ref, ids in copies_left.narratives_beside_their_sources(
+            conn, synced_since=since).items() for i in ids}
         rows = {plan.id for plan, _step in pending(conn)}
     except Exception as exc:  # an index that cannot be read now: looked at next time
         if runtime.root_gone():
@@ -1342,31 +1372,30 @@ def settle_copies_left(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
         return []
     outcomes: list[Outcome] = []
     failed = False
-    for ref, ids in sorted(wanted.items(), key=lambda item: str(item[0])):
-        for narrative_id in sorted(ids):
-            if not _is_episode_id(narrative_id):
-                continue
-            for origin in reads.narrative_owners_other_than(conn, narrative_id, ref):
-                try:
-                    found = _settled_merge(runtime, origin, narrative_id, rows)
-                    if found is None:
-                        continue
-                    plan, withdrawn = found
-                    outcome = _settle_copy_left(runtime, indexer, plan, ref,
-                                                withdrawn=withdrawn)
-                except Exception as exc:  # that copy's alone: looked at again next time
-                    if runtime.root_gone():
-                        raise
-                    failed = True
-                    log.error("cannot settle %s's copy of narrative %s of %s: %s", ref,
-                              narrative_id, origin, describe(exc),
-                              exc_info=not isinstance(exc, EverosError))
+    for ref, narrative_id, beside in sorted(wanted, key=lambda w: (str(w[0]), w[1], w[2])):
+        if not _is_episode_id(narrative_id):
+            continue
+        for origin in reads.narrative_owners_other_than(conn, narrative_id, ref):
+            try:
+                found = _settled_merge(runtime, origin, narrative_id, rows)
+                if found is None:
                     continue
-                if outcome is not None:
-                    outcomes.append(outcome)
-                    break
+                plan, state = found
+                outcome = _settle_copy_left(runtime, indexer, plan, ref, state=state,
+                                            beside=beside)
+            except Exception as exc:  # that copy's alone: looked at again next time
+                if runtime.root_gone():
+                    raise
+                failed = True
+                log.error("cannot settle %s's copy of narrative %s of %s: %s", ref,
+                          narrative_id, origin, describe(exc),
+                          exc_info=not isinstance(exc, EverosError))
+                continue
+            if outcome is not None:
+                outcomes.append(outcome)
+                break
     if not failed:
-        copies_left.set_synced_since(conn, began)
+        copies_left.set_synced_since(conn, began, previous=since)
     return outcomes
 
 
@@ -1377,18 +1406,25 @@ def _is_episode_id(text: str) -> bool:
         return False
 
 
+#: What became of a settled merge in its first folder (:func:`_settled_merge`).
+FINISHED, WITHDRAWN, UNDONE_SINCE = "finished", "withdrawn", "undone"
+
+
 def _settled_merge(runtime: Runtime, origin: UserRef, narrative_id: str,
-                   rows: set[str]) -> tuple[Plan, bool] | None:
+                   rows: set[str]) -> tuple[Plan, str] | None:
     """The plan of the settled merge that wrote ``narrative_id`` for ``origin``, rebuilt
-    from ``origin``'s Markdown, and whether it was withdrawn; ``None`` when no merge did
-    (no ``reflection`` key: written by hand), its row is still in the journal (its own
-    recovery settles its copies), or the narrative was undone or merged again since (left
-    as it is: the copy is of neither state)."""
+    from ``origin``'s Markdown, and what became of it there (:data:`FINISHED`,
+    :data:`WITHDRAWN`, :data:`UNDONE_SINCE`); ``None`` when no merge did (no
+    ``reflection`` key: written by hand), its row is still in the journal (its own recovery
+    settles its copies), or the narrative was merged again since (left as it is: the copy
+    is of neither state)."""
+    from everos_reflect.markdown.parser import UNDONE
+
     store = runtime.store
     narrative = store.get_many(origin, [narrative_id]).get(narrative_id)
     if narrative is None or narrative.parent_type != "cluster" or (
-            narrative.deprecated_by not in (None, narrative_id)):
-        return None  # undone or merged again since: no one state to bring the copy to
+            narrative.deprecated_by not in (None, narrative_id, UNDONE)):
+        return None  # merged again since: no one state to bring the copy to
     row = meta_text(narrative.meta.get(REFLECTION_KEY))
     if not row or row in rows:
         return None
@@ -1413,34 +1449,74 @@ def _settled_merge(runtime: Runtime, origin: UserRef, narrative_id: str,
         for f in store.read(path).entries
         if f.deprecated_by == narrative_id and f.parent_id in held
         and meta_text(f.meta.get(REFLECTION_KEY)) != row)
-    return plan, narrative.deprecated_by == narrative_id
+    state = {None: FINISHED, narrative_id: WITHDRAWN}.get(narrative.deprecated_by,
+                                                          UNDONE_SINCE)
+    if state == FINISHED:  # the copy is brought to this folder's state: only the sources
+        # archived here are archived there (one left live here, edited in a crash window,
+        # stays live there too)
+        plan.sources = [i for i in replaced
+                        if i in held and held[i].deprecated_by == narrative_id]
+        plan.hashes = {i: plan.hashes[i] for i in plan.sources}
+    return plan, state
 
 
 def _settle_copy_left(runtime: Runtime, indexer: Indexer, plan: Plan, ref: UserRef, *,
-                      withdrawn: bool) -> Outcome | None:
-    """Settle ``plan``'s copy in ``ref``'s logs, its row gone (:func:`settle_copies_left`);
-    ``None`` when those logs hold no part of it."""
+                      state: str, beside: bool) -> Outcome | None:
+    """Settle ``plan``'s copy in ``ref``'s logs, its row gone (:func:`settle_copies_left`),
+    to ``state``, the merge's in its first folder; ``None`` when those logs hold no part of
+    it. ``beside``: found as a live narrative beside live sources, so a copy only when
+    ``ref`` holds the narrative under this row's key with nothing archived toward it
+    (another user who merged the same sources that day holds a narrative of that id too),
+    and the merge was withdrawn or undone there since.
+
+    A user with an audit row of its own for the narrative is the first folder, never a
+    copy (the other is the copy of it): its narrative deleted by hand was written there
+    again from the copy, a source made live by hand archived again."""
+    from everos_reflect.index.audit import merge_row
+
     assert plan.merged_id is not None
     store = runtime.store
     copy = replace(plan, app=ref.app, project=ref.project, user_id=ref.user_id, extra={})
     origin = plan.user_id
-    if not find_facts(runtime, copy) and not (
+    if merge_row(runtime.db(), ref, plan.merged_id) is not None:
+        return None
+    there = find_narrative(runtime, copy)
+    if there is not None and there.id != plan.merged_id:
+        there = None  # a narrative of this row under another id: no copy of this one
+    if beside:
+        # finished in the first folder: left to the next run, which folds such a narrative
+        # into its merge of those sources (as one whose sources a person made live again
+        # by hand in a copy: the same Markdown, and archiving them again undid the edit)
+        if there is None or there.deprecated_by is not None or state == FINISHED:
+            return None
+    elif not find_facts(runtime, copy) and not (
             archived_toward(runtime, copy) and _holds_sources(runtime, copy, origin)):
         return None
     problems: list[str] = []
-    if withdrawn or (not archived_toward(runtime, copy)
-                     and changed_sources(runtime, copy, copied_from=origin)):
-        strays = {f.id: f.id for f in find_facts(runtime, copy) if f.deprecated_by is None}
-        store.deprecate(ref, strays)
-        how = "its facts withdrawn there"
+    if state == UNDONE_SINCE:
+        _undo_copy(runtime, copy, there)
+        how = "undone there too, as it was in the first folder since"
+    elif state == WITHDRAWN or (not archived_toward(runtime, copy)
+                                and changed_sources(runtime, copy, copied_from=origin)):
+        live = there is not None and there.deprecated_by is None
+        toward = plan.merged_id if live else None
+        store.deprecate(ref, {f.id: toward or f.id for f in find_facts(runtime, copy)
+                              if f.deprecated_by is None})
+        copy_checkpoint(COPY_FACTS)
+        if live:  # last: a kill before leaves it beside its live sources, found again
+            store.deprecate(ref, {plan.merged_id: plan.merged_id})
+        copy_checkpoint(COPY_NARRATIVE)
+        how = "withdrawn there"
     else:
         _write_missing_facts(runtime, copy)
         copy_checkpoint(COPY_FACTS)
         _archive_sources(runtime, copy, committed=True, copied_from=origin)
         copy_checkpoint(COPY_ARCHIVED)
-        made, conflict = _copy_narrative(runtime, plan, copy)
-        if conflict is not None:
-            problems.append(conflict)
+        made = there
+        if made is None:
+            made, conflict = _copy_narrative(runtime, plan, copy)
+            if conflict is not None:
+                problems.append(conflict)
         copy_checkpoint(COPY_NARRATIVE)
         how = "finished there" if made is not None else "left without its narrative"
     _sync(indexer, runtime, touched_files(runtime, copy))
@@ -1449,6 +1525,45 @@ def _settle_copy_left(runtime: Runtime, indexer: Indexer, plan: Plan, ref: UserR
                 "%s", plan.id, plan.cluster_id, plan.ref, ref, how)
     return Outcome("copy_settled", copy, plan.merged_id, "; ".join(problems) or None,
                    copy_problems=problems)
+
+
+def _undo_copy(runtime: Runtime, copy: Plan, there: Entry | None) -> None:
+    """Bring ``copy`` (a merge's copy in another user's logs) to the state ``undo`` left the
+    merge in, in its first folder: its live facts archived ``undone``, every entry archived
+    toward the narrative restored (only ``undo`` removes keys: this is that undo, owed in
+    the copy), and the narrative there (``there``), live, archived ``undone`` last. Each
+    write removes what the look-up finds the copy by (live facts of a missing narrative,
+    entries archived toward it, a live narrative beside live sources) for itself only, so a
+    kill between two leaves the rest to be found again."""
+    from everos_reflect.markdown.parser import UNDONE
+
+    store, ref, merged_id = runtime.store, copy.ref, copy.merged_id
+    assert merged_id is not None
+    facts = {f.id: UNDONE for f in find_facts(runtime, copy) if f.deprecated_by is None}
+    if facts:
+        store.deprecate(ref, facts)
+    copy_checkpoint(COPY_FACTS)
+    replaced = existing_entries(runtime, ref, copy.replaced)
+    days = sorted({EntryId.parse(e.id).day for e in replaced})
+    restore = [e.id for e in replaced if e.deprecated_by == merged_id]
+    restore += [f.id for day in days
+                for f in existing_facts_of_day(runtime, ref, day)
+                if f.deprecated_by == merged_id]
+    if restore:
+        removed = store.undeprecate(ref, restore)
+        foreign = {old: new for old, new in removed.items() if new != merged_id}
+        if foreign:  # re-mapped by hand between the read and the write: put those back
+            store.deprecate(ref, foreign)
+    copy_checkpoint(COPY_ARCHIVED)
+    if there is not None and there.deprecated_by is None:
+        store.deprecate(ref, {merged_id: UNDONE})
+    copy_checkpoint(COPY_NARRATIVE)
+
+
+def existing_facts_of_day(runtime: Runtime, ref: UserRef, day: date) -> list[Entry]:
+    """The atomic facts of ``ref``'s log of ``day`` (none when there is none)."""
+    path = runtime.store.log_path(ref, Kind.ATOMIC_FACT, day)
+    return runtime.store.read(path).entries if path.is_file() else []
 
 
 def has_pending(root: Path) -> bool:

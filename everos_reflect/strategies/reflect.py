@@ -173,6 +173,10 @@ class ReflectEpisodes(Strategy):
     unit_counts = ("merged", "failed", "interrupted", "rejected", "stale",
                    "recovered_unrecovered", "copy_conflicts")
     idle_counts = ("held_back", "deferred_sources")
+    # merges the recovery before a run settled: a run that only recovered one, and could not
+    # settle a copy of it, did not fail "every unit"
+    recovery_counts = ("recovered_ok", "recovered_abandoned", "recovered_rejected",
+                       "recovered_copy_settled")
     settings = (
         SettingSpec("max_clusters_per_run", int, 10,
                     "Clusters merged per user per run, largest first.",
@@ -240,12 +244,23 @@ class ReflectEpisodes(Strategy):
 
     def recover(self, runtime: Runtime) -> dict[str, int]:
         """Finish or abandon the merges a crash interrupted (:func:`journal.recover`)."""
+        return self._recover(runtime, None)
+
+    def recover_for_run(self, ctx: RunContext) -> dict[str, int]:
+        """:meth:`recover` before a run: a merge it could not settle, and a copy of a merge
+        it could not settle, are named in the run record too (counted alone, the record said
+        ``copy_conflicts=1`` and nothing of which copy, nor why)."""
+        return self._recover(ctx.runtime, ctx)
+
+    def _recover(self, runtime: Runtime, ctx: RunContext | None) -> dict[str, int]:
         counts: Counter[str] = Counter()
         merged: set[UserRef] = set()
         for outcome in journal.recover(runtime, Indexer(runtime)):
             counts[f"recovered_{outcome.status}"] += 1
             if outcome.copy_problems:  # why: in the merge's audit row
                 counts["copy_conflicts"] += len(outcome.copy_problems)
+            if ctx is not None:
+                _name_recovery_failures(ctx, outcome)
             if outcome.status == "ok":
                 merged.add(outcome.plan.ref)
         # as a run's own merges (ReflectionRun.run): the next run may merge nothing of theirs;
@@ -256,6 +271,19 @@ class ReflectEpisodes(Strategy):
 
     def has_interrupted(self, root: Path) -> bool:
         return journal.has_pending(root)
+
+
+def _name_recovery_failures(ctx: RunContext, outcome: journal.Outcome) -> None:
+    """Name in the run record what the recovery before the run could not settle: the merge
+    (its row stays), or a copy of it in another user's folder; each said as the recovery's,
+    with what became of the merge itself (``ok``: finished); the copy's problem names both
+    users (a record quotes 200 characters of each: the ids and why come first)."""
+    plan = outcome.plan
+    if outcome.status == journal.UNRECOVERED:
+        ctx.note_failure(f"merge {plan.id} of {plan.ref}",
+                         f"interrupted, not recovered yet (retried next run): {outcome.error}")
+    for problem in outcome.copy_problems:
+        ctx.note_failure(f"merge {plan.id} recovered ({outcome.status})", problem)
 
 
 @dataclass
