@@ -51,6 +51,9 @@ def test_a_return_is_newer_than_the_state_it_returns_to_and_the_one_it_leaves() 
 def test_what_is_no_return_or_no_version_of_it() -> None:
     assert not newer_by_words_and_cosine(FIRST, BACK, 0.50)  # too far apart
     assert not newer_by_words_and_cosine(FIRST, BACK, None)  # no cosine: words alone
+    # no cosine of two unit vectors: a damaged stored vector is no evidence either way
+    for cosine in (float("nan"), float("inf"), 1.5, -1.5):
+        assert not newer_by_words_and_cosine(FIRST, BACK, cosine)
     assert not newer_by_words_and_cosine(FIRST, "Ivan reads paper books again.", 0.9)
     assert not newer_by_words_and_cosine(FIRST, "Andrew wants to read paper books again.", 0.8)
     assert not newer_by_words_and_cosine(FIRST, "Does Andrew read paper books again?", 0.8)

@@ -750,6 +750,10 @@ def tells_newer_version(earlier: str, later: str) -> bool:
     return False
 
 
+#: The most a cosine of two stored unit vectors reads as, float32 rounding included.
+COSINE_MOST = 1.0 + 1e-5
+
+
 def newer_by_words_and_cosine(earlier: str, later: str, cosine: float | None) -> bool:
     """Is ``later`` a newer version of a fact ``earlier`` states, for a ranking that knows
     the two texts' cosine as indexed (search and the briefing: ``index/recency.py``)?
@@ -767,8 +771,8 @@ def newer_by_words_and_cosine(earlier: str, later: str, cosine: float | None) ->
     pair of their sentences."""
     if tells_change(later) and tells_newer_version(earlier, later):
         return True
-    if cosine is None:
-        return False
+    if cosine is None or not -1.0 <= cosine <= COSINE_MOST:
+        return False  # none, or no cosine of two unit vectors (NaN of a damaged vector)
     old_text, new_text = _version_text(earlier), _version_text(later)
     if len(old_text.sentences) != 1 or len(new_text.sentences) != 1:
         return False

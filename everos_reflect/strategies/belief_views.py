@@ -60,7 +60,18 @@ def conviction_dict(entry: Entry) -> dict[str, Any]:
         "supersedes": meta_text(entry.meta.get("supersedes")),
         "deprecated_by": entry.deprecated_by,
         "live": beliefs.is_live(entry),
+        **_why_not_standing(entry),
     }
+
+
+def _why_not_standing(entry: Entry) -> dict[str, str]:
+    """``{"stale_reason": …}`` for a stale or retired record, as ``insights`` lists an
+    insight's: ``worldview --history`` and ``relations`` said "stale" and not why (a cited
+    insight revised, an edge's conviction edited), which only ``explain`` told."""
+    reason = meta_text(entry.meta.get("stale_reason"))
+    if reason and beliefs.status_of(entry) in (beliefs.STALE, beliefs.RETIRED):
+        return {"stale_reason": reason}
+    return {}
 
 
 def relation_dict(entry: Entry) -> dict[str, Any]:
@@ -76,6 +87,7 @@ def relation_dict(entry: Entry) -> dict[str, Any]:
         "resolved_at": (format_timestamp(ts) if isinstance(ts := entry.meta.get("resolved_at"),
                                                             datetime)
                         else beliefs.plain(ts) if meta_text(ts) is not None else None),
+        **_why_not_standing(entry),
     }
 
 

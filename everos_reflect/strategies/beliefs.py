@@ -340,11 +340,15 @@ def plan_versions(
     proposals: Sequence[Mapping[str, object]],
     keys: Sequence[str],
     stamps: Mapping[str, datetime | None] | None = None,
+    *,
+    renew: AbstractSet[str] = frozenset(),
 ) -> VersionPlan:
     """Which proposals (``{"key", "text", "evidence"}``) become new versions.
 
     Only configured keys; a key proposed twice keeps its first proposal; a proposal whose text
-    equals the current version of its key is no shift and writes nothing. Each new version
+    equals the current version of its key is no shift and writes nothing, unless that version
+    is in ``renew`` (a stale one: restated on the evidence shown now, it is a new version
+    that archives it). Each new version
     archives exactly the current version of its own key, nothing else. One citing more than
     :data:`MAX_CITATIONS` records keeps the most recent (``stamps``: id → timestamp), noted
     in ``cut``, as the other tiers keep them: refused, the shift was lost and its insights
@@ -372,7 +376,7 @@ def plan_versions(
             plan.refused.append(f"key {quoted_value(key)}: {problem}")
             continue
         before = current.get(key)
-        if before is not None and same_text(before.text, text):
+        if before is not None and before.id not in renew and same_text(before.text, text):
             plan.unchanged.append(key)
             continue
         if len(cited := set(evidence)) > MAX_CITATIONS:

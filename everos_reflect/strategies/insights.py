@@ -261,7 +261,8 @@ class ReflectInsights(BeliefTier):
                                 derived)
         proposals: list[tuple[str, str, list[str]]] = []
         for question in questions:
-            evidence = self.evidence(ctx.runtime, work.ref, state, question)
+            evidence = self.evidence(ctx.runtime, work.ref, state, question,
+                                     max_depth=int(ctx.settings.get("max_depth", 2)))
             if len(evidence) < 2:
                 continue
             found = self.ask(ctx, budget, "insights", [_record(e) for e in evidence], {
@@ -308,12 +309,18 @@ class ReflectInsights(BeliefTier):
                          min_records=min_records, keep_last=keep_last)
 
     def evidence(self, runtime: Runtime, ref: UserRef, state: InsightState,
-                 question: str, *, top: int = EVIDENCE_PER_QUESTION) -> list[Entry]:
+                 question: str, *, top: int = EVIDENCE_PER_QUESTION,
+                 max_depth: int | None = None) -> list[Entry]:
         """Hybrid search over the owner's live Episodes, facts and insights, reranked by
-        recency × importance × similarity."""
+        recency × importance × similarity. With ``max_depth``, an insight already that deep
+        is no evidence: an insight citing it would be deeper than the cap and refused, so
+        shown, it took one of the ``top`` places and made the model's insights citing it
+        refused (as the belief tiers, no record is shown that could not be cited)."""
         from everos_reflect.index.search import search
 
-        live = {e.id: e for e in state.live_records()}
+        live = {e.id: e for e in state.live_records()
+                if max_depth is None or not e.kind.derived
+                or beliefs.depth_of(e) < max_depth}
         now = datetime.now(UTC)
         scored: list[tuple[float, Entry]] = []
         for kind in (Kind.EPISODE, Kind.ATOMIC_FACT, Kind.INSIGHT):

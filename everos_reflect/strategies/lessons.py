@@ -299,6 +299,15 @@ class LearnLessons(BeliefTier):
         # the oldest tasks that fit the prompt budget are shown, the rest wait for a run
         cited = tuple(t.id for t in shown if t.id not in derived.left_out)
         refusals = Refusals(ctx.log, f"{self.name}: {task_type!r}")
+        # a text the reply both asks to do and to avoid says nothing the tasks could decide
+        # (both cite the same tasks): written, it made two contested lessons of one sentence,
+        # each "confirmed" by every task shown, served side by side
+        # (a text refused for itself, too long or holding a control character, is refused so
+        # on each side, as before)
+        both = ({beliefs.text_key(t) for t in reply["lessons"]
+                 if beliefs.text_problem(t.strip()) is None}
+                & {beliefs.text_key(t) for t in reply["avoid"]
+                   if beliefs.text_problem(t.strip()) is None})
         out = []
         for key, kind in (("lessons", "do"), ("avoid", "avoid")):
             for text in dict.fromkeys(s.strip() for s in reply[key]):
@@ -306,6 +315,11 @@ class LearnLessons(BeliefTier):
                     continue
                 if (problem := beliefs.text_problem(text)) is not None:
                     refusals.add(f"lesson refused: {problem}")  # that one alone
+                    continue
+                if beliefs.text_key(text) in both:
+                    if kind == "do":  # the pair is named once
+                        refusals.add("lesson refused: the reply asks both to do and to avoid "
+                                     f"{quoted_value(text[:200])}")
                     continue
                 out.append(learning.Candidate(text, kind, cited))
         derived.take(refusals)

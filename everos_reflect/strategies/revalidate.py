@@ -954,6 +954,9 @@ class RevalidateInsights(Strategy):
                          "evidence_hash": {e.id: e.text_hash for e in cited},
                          "depth": revision_depth(cited),
                          "derivation": f"rv_{insight.id}", "revises": insight.id})
+            # the revision is the model's text: copied, the old insight's ``provider`` said
+            # an offline topic insight revised by a model was still an offline count
+            meta["provider"] = row.provider or rt.llm.provider
             new = rt.store.append(ref, Kind.INSIGHT, meta, {"Insight": verdict["insight"]},
                                   derived=True)
             rt.store.deprecate(ref, {insight.id: new.id})

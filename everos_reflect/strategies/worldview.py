@@ -11,11 +11,11 @@ self-contradiction that cited the archived version is resolved with the reason.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from everos_reflect.engine.registry import RunContext, SettingSpec, count_between, set_where
-from everos_reflect.model import Kind
+from everos_reflect.model import Entry, Kind, meta_text
 from everos_reflect.strategies import beliefs
 from everos_reflect.strategies.belief_store import (
     BeliefState,
@@ -98,23 +98,25 @@ class UpdateWorldview(BeliefTier):
         return beliefs.count_due(len(window), int(settings.get("threshold", 3)))
 
     def derive(self, ctx: RunContext, work: Work, budget: Budget) -> Derived:
-        from everos_reflect.llm.tasks import Record, clip_text
+        from everos_reflect.llm.tasks import Record
 
         rt, ref, state = ctx.runtime, work.ref, work.state
         keys = [str(k) for k in ctx.settings.get("keys") or beliefs.DEFAULT_KEYS]
         entries = state.by_id()
         shown = [entries[i] for i in work.items]
         view = state.worldview()
-        current = "\n".join(  # keys and texts may be hand-written, of any length
-            f"- {clip_text(_one_line(k), MAX_KEY_CHARS)}: "
-            f"{clip_text(_one_line(c.text), MAX_CONVICTION_CHARS)}"
-            for k, c in sorted(view.current.items()))
+        stale = stale_slots(state.convictions, view.current)
+        slots = {**stale, **view.current}
+        current = current_block(
+            [(k, c.text, stale_reason(entries.get(c.id), k in stale))
+             for k, c in sorted(slots.items())])
         derived = Derived()
         proposals = self.call(ctx, budget, [
             Record(e.id, _insight_label(e), e.content, e.timestamp) for e in shown
         ], {"current": current or "(none yet)", "keys": ", ".join(keys)}, derived)
-        plan = beliefs.plan_versions(view.current, proposals, keys,
-                                     {e.id: e.timestamp for e in shown})
+        plan = beliefs.plan_versions(slots, proposals, keys,
+                                     {e.id: e.timestamp for e in shown},
+                                     renew={c.id for c in stale.values()})
         refusals = Refusals(ctx.log, f"{self.name}: {ref}", logging.WARNING)
         for reason in plan.refused:
             refusals.add(f"conviction refused: {reason}")
@@ -141,6 +143,61 @@ class UpdateWorldview(BeliefTier):
         sync(rt, touched)
         derived.outputs = [e.id for e in written]
         return derived
+
+
+#: The most characters of a stale conviction's reason the prompt shows.
+MAX_REASON_CHARS = 200
+#: The least characters of each current conviction the prompt shows, however many there are.
+MIN_CONVICTION_CHARS = 100
+#: Room a cut conviction's mark takes ("… (clipped from 1,234,567 characters)").
+_CLIP_MARK_CHARS = 40
+
+
+def current_block(slots: Sequence[tuple[str, str, str]]) -> str:
+    """The current convictions as the prompt lists them, one line each (``slots``: key, text
+    and stale reason, "" for a live one), within the room one prompt value has
+    (:data:`~everos_reflect.llm.tasks.MAX_VALUE_PROMPT_CHARS`): the texts share what the
+    keys leave, each cut to an equal part (at most :data:`MAX_CONVICTION_CHARS`, at least
+    :data:`MIN_CONVICTION_CHARS`) and saying so. Each cut to 2,000 characters, a dozen long
+    convictions passed the value's cap, and the keys listed past it (by name) were not shown
+    at all: the model could "shift" a slot it had not seen, archiving a conviction no model
+    read."""
+    from everos_reflect.llm.tasks import MAX_VALUE_PROMPT_CHARS, clip_text
+
+    # keys and texts may be hand-written, of any length
+    parts = [(f"- {clip_text(_one_line(k), MAX_KEY_CHARS)}: ", _one_line(text),
+              f" (stale: {clip_text(_one_line(reason), MAX_REASON_CHARS)})" if reason else "")
+             for k, text, reason in slots]
+    fixed = sum(len(head) + len(tail) + 1 for head, _, tail in parts)
+    share = (MAX_VALUE_PROMPT_CHARS - fixed) // max(1, len(parts)) - _CLIP_MARK_CHARS
+    cap = max(MIN_CONVICTION_CHARS, min(MAX_CONVICTION_CHARS, share))
+    return "\n".join(f"{head}{clip_text(text, cap)}{tail}" for head, text, tail in parts)
+
+
+def stale_slots(convictions: Iterable[Entry],
+                current: Mapping[str, beliefs.Conviction]) -> dict[str, beliefs.Conviction]:
+    """The newest stale, unarchived version of each key that has no live version.
+
+    A conviction goes stale when what it cites changes (an insight it rests on revised and
+    archived into the revision, say): the slot emptied, the worldview and the briefing
+    dropped it, and the model was shown "(none yet)" for the key, so nothing brought it
+    back. Shown to the model as stale, the next version of its key archives it."""
+    by_key: dict[str, beliefs.Conviction] = {}
+    for entry in convictions:
+        c = beliefs.Conviction.of(entry)
+        if (entry.deprecated_by is None and c.key and c.key not in current
+                and beliefs.status_of(entry) == beliefs.STALE
+                and (c.key not in by_key or beliefs.instant(c.timestamp) >= beliefs.instant(
+                    by_key[c.key].timestamp))):
+            by_key[c.key] = c
+    return by_key
+
+
+def stale_reason(entry: Entry | None, stale: bool) -> str:
+    """Why a stale slot's conviction is stale, as the prompt says it ("" for a live one)."""
+    if not stale or entry is None:
+        return ""
+    return meta_text(entry.meta.get("stale_reason")) or "its evidence changed"
 
 
 def _one_line(text: str) -> str:
